@@ -1,0 +1,9 @@
+use lambda_http::{Error, run, service_fn, tracing};
+use shared::{AppState, config::Defaults};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing::init_default_subscriber();
+    let state = AppState::from_env(Defaults::Lambda)?;
+    run(service_fn(|req| admin::handler(&state, req))).await
+}

@@ -1,0 +1,71 @@
+//! The `availability` function: the read routes. `GET /v1/resources/{id}/availability`
+//! (what is taken and what is free in a window), `GET /v1/reservations/{id}` and
+//! `GET /v1/health`. Reads take no locks.
+
+use http::StatusCode;
+use lambda_http::{Body, Error, Request, Response};
+use serde::Serialize;
+use shared::AppState;
+use shared::booking;
+use shared::http::{ApiError, Op, Reply, Rfc3339, principal, query_param, respond, route};
+
+pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
+    Ok(respond(serve(state, &req)).await)
+}
+
+async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {
+    let matched = route(req.method(), req.uri().path())?;
+    if matched.spec.op == Op::Health {
+        return health(state).await;
+    }
+    let who = principal(req, &state.config)?;
+    let client = state.pool.get().await?;
+    let now = state.clock.now();
+    let reply = match matched.spec.op {
+        Op::GetAvailability => {
+            let id = matched.id(ApiError::ResourceNotFound)?;
+            let (from, to) = window(req)?;
+            let a = booking::availability(&client, id, from, to, state.config.max_availability_window, now).await?;
+            Reply::json(StatusCode::OK, &a)
+        }
+        Op::GetReservation => {
+            let id = matched.id(ApiError::ReservationNotFound)?;
+            Reply::json(StatusCode::OK, &booking::get_reservation(&client, &who, id, now).await?)
+        }
+        _ => return Err(ApiError::RouteNotFound),
+    };
+    Ok(reply.into_response())
+}
+
+fn window(req: &Request) -> Result<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>), ApiError> {
+    let mut errors = Vec::new();
+    let mut read = |name: &str| match query_param(req, name) {
+        None => {
+            errors.push(shared::domain::FieldError::new(name, "is required"));
+            None
+        }
+        Some(raw) => match Rfc3339::parse(&raw) {
+            Ok(t) => Some(t.0),
+            Err(message) => {
+                errors.push(shared::domain::FieldError::new(name, message));
+                None
+            }
+        },
+    };
+    let (from, to) = (read("from"), read("to"));
+    match (from, to) {
+        (Some(from), Some(to)) => Ok((from, to)),
+        _ => Err(ApiError::Validation(errors)),
+    }
+}
+
+async fn health(state: &AppState) -> Result<Response<Body>, ApiError> {
+    #[derive(Serialize)]
+    struct Health {
+        status: &'static str,
+    }
+    match booking::health(&state.pool).await {
+        Ok(()) => Ok(Reply::json(StatusCode::OK, &Health { status: "ok" }).into_response()),
+        Err(e) => Err(ApiError::DatabaseUnavailable(e)),
+    }
+}

@@ -1,0 +1,175 @@
+//! Configuration, read once from the environment at cold start.
+//!
+//! The names are the ones in the README's table; clients and tests rely on them.
+
+use std::env;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{0} is required")]
+    Missing(&'static str),
+    #[error("{name} has an invalid value {value:?}: {reason}")]
+    Invalid { name: &'static str, value: String, reason: &'static str },
+    #[error("DATABASE_URL is not a valid PostgreSQL connection string")]
+    DatabaseUrl(#[source] tokio_postgres::Error),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMode {
+    /// The principal is the `sub` claim put in the request context by API Gateway.
+    Jwt,
+    /// The principal is the `X-Principal` header (dev server and tests).
+    Header,
+}
+
+/// Where the process runs decides the defaults that differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Defaults {
+    Lambda,
+    DevServer,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub database_url: String,
+    /// Small in Lambda: one invocation at a time per instance, and RDS Proxy multiplexes.
+    pub db_pool_size: usize,
+    pub db_statement_timeout: Duration,
+    pub auth_mode: AuthMode,
+    pub admin_principals: Vec<String>,
+    pub hold_ttl_seconds: i32,
+    pub offer_ttl_seconds: i32,
+    pub max_reservation: chrono::Duration,
+    pub booking_horizon: chrono::Duration,
+    /// How far in the past a start may lie (clock skew between client and server).
+    pub start_grace: chrono::Duration,
+    pub max_availability_window: chrono::Duration,
+    pub idempotency_lease: chrono::Duration,
+    pub idempotency_wait: Duration,
+    pub idempotency_retention: chrono::Duration,
+}
+
+impl Config {
+    pub fn from_env(mode: Defaults) -> Result<Self, ConfigError> {
+        Self::from_lookup(mode, |name| env::var(name).ok())
+    }
+
+    /// The parser behind [`Config::from_env`], over any lookup, so tests need not touch
+    /// the process environment.
+    pub fn from_lookup(mode: Defaults, get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let num = |name: &'static str, default: i64, min: i64, max: i64| -> Result<i64, ConfigError> {
+            match get(name) {
+                None => Ok(default),
+                Some(v) => match v.trim().parse::<i64>() {
+                    Ok(n) if (min..=max).contains(&n) => Ok(n),
+                    _ => Err(ConfigError::Invalid { name, value: v, reason: "not an integer in range" }),
+                },
+            }
+        };
+        // No silent default: the dev server's run script makes a throwaway cluster and
+        // sets this, and a Lambda reads it from its environment.
+        let database_url = get("DATABASE_URL").filter(|u| !u.is_empty()).ok_or(ConfigError::Missing("DATABASE_URL"))?;
+        let auth_mode = match get("AUTH_MODE").as_deref().map(str::trim) {
+            None | Some("") => match mode {
+                Defaults::Lambda => AuthMode::Jwt,
+                Defaults::DevServer => AuthMode::Header,
+            },
+            Some("jwt") => AuthMode::Jwt,
+            Some("header") => AuthMode::Header,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    name: "AUTH_MODE",
+                    value: other.into(),
+                    reason: "expected jwt or header",
+                });
+            }
+        };
+        let admin_principals = get("ADMIN_PRINCIPALS")
+            .unwrap_or_else(|| "admin".into())
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        let pool_default = match mode {
+            Defaults::Lambda => 2,
+            Defaults::DevServer => 16,
+        };
+        Ok(Self {
+            database_url,
+            db_pool_size: num("DB_POOL_SIZE", pool_default, 1, 1000)? as usize,
+            db_statement_timeout: Duration::from_millis(num("DB_STATEMENT_TIMEOUT_MS", 5_000, 100, 600_000)? as u64),
+            auth_mode,
+            admin_principals,
+            hold_ttl_seconds: num("HOLD_TTL_SECONDS", 300, 1, i32::MAX as i64)? as i32,
+            offer_ttl_seconds: num("OFFER_TTL_SECONDS", 900, 1, i32::MAX as i64)? as i32,
+            max_reservation: chrono::Duration::days(num("MAX_RESERVATION_DAYS", 31, 1, 3_650)?),
+            booking_horizon: chrono::Duration::days(num("BOOKING_HORIZON_DAYS", 730, 1, 36_500)?),
+            start_grace: chrono::Duration::seconds(num("START_GRACE_SECONDS", 300, 0, 86_400)?),
+            max_availability_window: chrono::Duration::days(62),
+            idempotency_lease: chrono::Duration::seconds(num("IDEMPOTENCY_LEASE_SECONDS", 30, 1, 3_600)?),
+            idempotency_wait: Duration::from_millis(num("IDEMPOTENCY_WAIT_MS", 2_000, 0, 60_000)? as u64),
+            idempotency_retention: chrono::Duration::hours(num("IDEMPOTENCY_RETENTION_HOURS", 24, 24, 24 * 365)?),
+        })
+    }
+
+    pub fn is_admin(&self, principal: &str) -> bool {
+        self.admin_principals.iter().any(|a| a == principal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn lambda_defaults_to_jwt_and_requires_a_database() {
+        assert!(matches!(
+            Config::from_lookup(Defaults::Lambda, lookup(&[])),
+            Err(ConfigError::Missing("DATABASE_URL"))
+        ));
+        let c = Config::from_lookup(Defaults::Lambda, lookup(&[("DATABASE_URL", "postgres://x@h/db")])).unwrap();
+        assert_eq!(c.auth_mode, AuthMode::Jwt);
+        assert_eq!(c.db_pool_size, 2);
+    }
+
+    #[test]
+    fn dev_server_defaults_to_header_identity_and_admin() {
+        let c = Config::from_lookup(Defaults::DevServer, lookup(&[("DATABASE_URL", "postgres://x@h/db")])).unwrap();
+        assert_eq!(c.auth_mode, AuthMode::Header);
+        assert!(c.is_admin("admin"));
+        assert!(!c.is_admin("alice"));
+    }
+
+    #[test]
+    fn bad_values_are_refused_by_name() {
+        let err = Config::from_lookup(
+            Defaults::DevServer,
+            lookup(&[("DATABASE_URL", "postgres://x@h/db"), ("HOLD_TTL_SECONDS", "0")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("HOLD_TTL_SECONDS"));
+        let err = Config::from_lookup(
+            Defaults::DevServer,
+            lookup(&[("DATABASE_URL", "postgres://x@h/db"), ("AUTH_MODE", "magic")]),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("AUTH_MODE"));
+    }
+
+    #[test]
+    fn idempotency_keys_are_kept_at_least_a_day() {
+        assert!(
+            Config::from_lookup(
+                Defaults::DevServer,
+                lookup(&[("DATABASE_URL", "postgres://x@h/db"), ("IDEMPOTENCY_RETENTION_HOURS", "1")])
+            )
+            .is_err()
+        );
+    }
+}

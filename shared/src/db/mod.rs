@@ -1,0 +1,150 @@
+//! The pool, the migrations, and one module of named SQL per table.
+//!
+//! Every query names its columns. Functions take any [`GenericClient`] (a pooled
+//! client or a transaction), so callers decide the transaction boundaries.
+
+pub mod idempotency;
+pub mod reservations;
+pub mod resources;
+
+pub use deadpool_postgres::GenericClient;
+
+use crate::config::{Config, ConfigError};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use std::str::FromStr;
+
+mod embedded {
+    refinery::embed_migrations!("../migrations");
+}
+
+/// Failures at the database boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// No connection could be had or it broke: the caller may retry later.
+    #[error("the database is unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("database query failed")]
+    Query(#[source] tokio_postgres::Error),
+    #[error("a stored value is not one this code knows: {0}")]
+    Corrupt(String),
+}
+
+impl DbError {
+    /// The SQLSTATE of a server-side error, such as `23P01` for an exclusion violation.
+    pub fn sql_state(&self) -> Option<&tokio_postgres::error::SqlState> {
+        match self {
+            DbError::Query(e) => e.code(),
+            _ => None,
+        }
+    }
+}
+
+impl From<tokio_postgres::Error> for DbError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        use tokio_postgres::error::SqlState;
+        let unavailable = e.is_closed()
+            || match e.code() {
+                // Class 08 (connection exception), shutdowns, too many connections.
+                Some(code) => {
+                    code.code().starts_with("08")
+                        || *code == SqlState::ADMIN_SHUTDOWN
+                        || *code == SqlState::CRASH_SHUTDOWN
+                        || *code == SqlState::CANNOT_CONNECT_NOW
+                        || *code == SqlState::TOO_MANY_CONNECTIONS
+                }
+                // No SQLSTATE at all means the error came from the socket, not the server.
+                None => e.as_db_error().is_none(),
+            };
+        if unavailable { DbError::Unavailable(Box::new(e)) } else { DbError::Query(e) }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for DbError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => e.into(),
+            other => DbError::Unavailable(Box::new(other)),
+        }
+    }
+}
+
+/// The connection settings, with per-session guards that keep a frozen or dying
+/// function from holding row locks: statements and idle transactions are cut off.
+pub fn pg_config(config: &Config) -> Result<tokio_postgres::Config, ConfigError> {
+    let mut pg = tokio_postgres::Config::from_str(&config.database_url).map_err(ConfigError::DatabaseUrl)?;
+    let ms = config.db_statement_timeout.as_millis();
+    pg.options(format!(
+        "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}",
+        ms * 2
+    ));
+    if pg.get_application_name().is_none() {
+        pg.application_name("reservations");
+    }
+    pg.connect_timeout(std::time::Duration::from_secs(5));
+    Ok(pg)
+}
+
+/// A pool that connects lazily: building it does no I/O, so cold start stays cheap.
+pub fn pool(config: &Config) -> Result<Pool, ConfigError> {
+    let manager = Manager::from_config(
+        pg_config(config)?,
+        tokio_postgres::NoTls,
+        ManagerConfig { recycling_method: RecyclingMethod::Fast },
+    );
+    Ok(Pool::builder(manager)
+        .max_size(config.db_pool_size)
+        .wait_timeout(Some(std::time::Duration::from_secs(5)))
+        .create_timeout(Some(std::time::Duration::from_secs(5)))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .build()
+        .expect("a pool with a runtime and timeouts always builds"))
+}
+
+/// Applies the embedded migrations. An advisory lock makes concurrent starters (several
+/// dev servers, parallel test processes, a deploy hook) take turns instead of racing.
+pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<usize, MigrateError> {
+    const LOCK_KEY: i64 = 0x7265_7365_7276; // "reserv"
+    client.execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY]).await?;
+    let outcome = embedded::migrations::runner().run_async(client).await;
+    client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await?;
+    Ok(outcome?.applied_migrations().len())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    #[error("could not talk to the database")]
+    Database(#[from] tokio_postgres::Error),
+    #[error("a migration failed")]
+    Migration(#[from] refinery::Error),
+}
+
+/// Connects once, outside any pool, and migrates: for the dev server, tests and the
+/// migration command.
+pub async fn connect_and_migrate(config: &Config) -> Result<usize, MigrateError> {
+    let pg = pg_config(config).map_err(|e| match e {
+        ConfigError::DatabaseUrl(e) => MigrateError::Database(e),
+        _ => unreachable!("pg_config only fails on the URL"),
+    })?;
+    let (mut client, connection) = pg.connect(tokio_postgres::NoTls).await?;
+    let task = tokio::spawn(connection);
+    let applied = migrate(&mut client).await;
+    drop(client);
+    let _ = task.await;
+    applied
+}
+
+/// Does PostgreSQL answer? For the health route.
+pub async fn ping(pool: &Pool) -> Result<(), DbError> {
+    let client = pool.get().await?;
+    client.simple_query("SELECT 1").await?;
+    Ok(())
+}
+
+/// A fingerprint of the embedded migrations, so that a test template database built
+/// from an older schema is never reused.
+pub fn schema_fingerprint() -> u64 {
+    embedded::migrations::runner()
+        .get_migrations()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |acc, m| (acc ^ m.checksum()).wrapping_mul(0x0100_0000_01b3))
+}

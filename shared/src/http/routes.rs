@@ -1,0 +1,158 @@
+//! The route table of the HTTP contract, shared by the Lambda functions (each serves
+//! its own rows), the dev server (which dispatches on it) and the template test.
+
+use super::ApiError;
+use http::Method;
+
+/// The Lambda function that owns a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Function {
+    Admin,
+    Reserve,
+    Confirm,
+    Availability,
+}
+
+impl Function {
+    pub fn name(self) -> &'static str {
+        match self {
+            Function::Admin => "admin",
+            Function::Reserve => "reserve",
+            Function::Confirm => "confirm",
+            Function::Availability => "availability",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Health,
+    CreateResource,
+    GetResource,
+    GetAvailability,
+    CreateReservation,
+    GetReservation,
+    ConfirmReservation,
+    ReleaseReservation,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct RouteSpec {
+    pub method: &'static str,
+    /// API Gateway's notation: `{id}` is a path parameter.
+    pub path: &'static str,
+    pub op: Op,
+    pub function: Function,
+}
+
+pub const ROUTES: &[RouteSpec] = &[
+    RouteSpec { method: "GET", path: "/v1/health", op: Op::Health, function: Function::Availability },
+    RouteSpec { method: "POST", path: "/v1/resources", op: Op::CreateResource, function: Function::Admin },
+    RouteSpec { method: "GET", path: "/v1/resources/{id}", op: Op::GetResource, function: Function::Admin },
+    RouteSpec {
+        method: "GET",
+        path: "/v1/resources/{id}/availability",
+        op: Op::GetAvailability,
+        function: Function::Availability,
+    },
+    RouteSpec { method: "POST", path: "/v1/reservations", op: Op::CreateReservation, function: Function::Reserve },
+    RouteSpec {
+        method: "GET",
+        path: "/v1/reservations/{id}",
+        op: Op::GetReservation,
+        function: Function::Availability,
+    },
+    RouteSpec {
+        method: "DELETE",
+        path: "/v1/reservations/{id}",
+        op: Op::ReleaseReservation,
+        function: Function::Reserve,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/v1/reservations/{id}/confirm",
+        op: Op::ConfirmReservation,
+        function: Function::Confirm,
+    },
+];
+
+/// A matched route with its raw path id (parsed by the handler, so that a non-UUID
+/// answers the 404 of the right kind).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matched<'a> {
+    pub spec: &'static RouteSpec,
+    pub id: Option<&'a str>,
+}
+
+impl Matched<'_> {
+    /// The path id as a UUID, or the given not-found error.
+    pub fn id(&self, not_found: ApiError) -> Result<uuid::Uuid, ApiError> {
+        self.id.and_then(|raw| uuid::Uuid::parse_str(raw).ok()).ok_or(not_found)
+    }
+}
+
+fn matches<'a>(template: &str, path: &'a str) -> Option<Option<&'a str>> {
+    let (mut t, mut p) = (template.split('/'), path.split('/'));
+    let mut id = None;
+    loop {
+        match (t.next(), p.next()) {
+            (None, None) => return Some(id),
+            (Some("{id}"), Some(seg)) if !seg.is_empty() => id = Some(seg),
+            (Some(a), Some(b)) if a == b => {}
+            _ => return None,
+        }
+    }
+}
+
+/// Finds the route for a request: 404 `not-found` when no path matches, 405 when the
+/// path exists with other methods.
+pub fn route<'a>(method: &Method, path: &'a str) -> Result<Matched<'a>, ApiError> {
+    let mut allowed: Vec<&'static str> = Vec::new();
+    for spec in ROUTES {
+        if let Some(id) = matches(spec.path, path) {
+            if spec.method == method.as_str() {
+                return Ok(Matched { spec, id });
+            }
+            allowed.push(spec.method);
+        }
+    }
+    if allowed.is_empty() {
+        return Err(ApiError::RouteNotFound);
+    }
+    Err(ApiError::MethodNotAllowed { allow: allowed.join(", ") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_of_the_contract_matches_its_own_path() {
+        for spec in ROUTES {
+            let path = spec.path.replace("{id}", "00000000-0000-0000-0000-000000000000");
+            let m = route(&spec.method.parse().unwrap(), &path).unwrap();
+            assert_eq!(m.spec.op, spec.op, "{} {}", spec.method, spec.path);
+        }
+    }
+
+    #[test]
+    fn a_path_id_is_handed_over_raw() {
+        let m = route(&Method::GET, "/v1/reservations/not-a-uuid").unwrap();
+        assert_eq!(m.spec.op, Op::GetReservation);
+        assert_eq!(m.id, Some("not-a-uuid"));
+        assert!(matches!(m.id(ApiError::ReservationNotFound), Err(ApiError::ReservationNotFound)));
+    }
+
+    #[test]
+    fn unknown_paths_are_not_found_and_wrong_methods_are_not_allowed() {
+        assert!(matches!(route(&Method::GET, "/v1/nothing"), Err(ApiError::RouteNotFound)));
+        assert!(matches!(route(&Method::GET, "/v1/reservations/"), Err(ApiError::RouteNotFound)));
+        assert!(matches!(
+            route(&Method::PUT, "/v1/reservations/x"),
+            Err(ApiError::MethodNotAllowed { allow }) if allow == "GET, DELETE"
+        ));
+        assert!(
+            matches!(route(&Method::GET, "/v1/reservations"), Err(ApiError::MethodNotAllowed { allow }) if allow == "POST")
+        );
+    }
+}

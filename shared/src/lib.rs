@@ -1,0 +1,48 @@
+//! The crate every reservation function shares.
+//!
+//! - [`domain`]: the vocabulary (resources, reservations, statuses, time ranges) and the
+//!   pure rules (validation, the load profile behind `free`). No I/O, no Lambda types.
+//! - [`db`]: the pool, the embedded migrations, and one module of named SQL per table.
+//! - [`booking`]: the operations (reserve, confirm, release, read, availability). Each
+//!   takes a client or a transaction and the current time, so a caller composes them
+//!   into one transaction and a test moves the clock.
+//! - [`http`]: the adapter from `lambda_http` requests to those operations: routing,
+//!   identity, strict JSON bodies, idempotency, and the one mapping of every failure to
+//!   RFC 9457 problem JSON.
+//!
+//! PostgreSQL is the only authority: the guarantees live in constraints, row locks and
+//! short transactions, never in this process's memory.
+
+pub mod booking;
+pub mod clock;
+pub mod config;
+pub mod db;
+pub mod domain;
+pub mod http;
+
+pub use clock::{Clock, SystemClock};
+pub use config::Config;
+
+use std::sync::Arc;
+
+/// What a handler needs, built once at cold start and shared by every invocation.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: deadpool_postgres::Pool,
+    pub config: Arc<Config>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl AppState {
+    pub fn new(pool: deadpool_postgres::Pool, config: Config) -> Self {
+        Self { pool, config: Arc::new(config), clock: Arc::new(SystemClock) }
+    }
+
+    /// Built once in every `main.rs`: configuration from the environment and a pool
+    /// that connects lazily, so cold start does no network I/O.
+    pub fn from_env(mode: config::Defaults) -> Result<Self, config::ConfigError> {
+        let config = Config::from_env(mode)?;
+        let pool = db::pool(&config)?;
+        Ok(Self::new(pool, config))
+    }
+}

@@ -1,0 +1,216 @@
+//! The acceptance-test harness.
+//!
+//! Every test gets a database of its own, cloned from a template that the embedded
+//! migrations built once (`CREATE DATABASE ... TEMPLATE` is cheap), and a dev server
+//! of its own on a free port of 127.0.0.1. Tests talk real HTTP to it, or call the
+//! Lambda handlers directly with `lambda_http` requests.
+//!
+//! `TEST_DATABASE_URL` names the server (default: the machine's PostgreSQL on
+//! 127.0.0.1:5432 as `postgres`); test databases are called `rsv_t_*`.
+
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use reqwest::{RequestBuilder, StatusCode};
+use serde_json::{Value, json};
+use shared::clock::ManualClock;
+use shared::config::{Config, Defaults};
+use shared::{AppState, Clock, SystemClock};
+use std::sync::Arc;
+use tokio_postgres::NoTls;
+use uuid::Uuid;
+
+pub use serde_json;
+
+pub fn admin_url() -> String {
+    std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// The URL of `admin_url()` pointed at another database.
+pub fn url_for(database: &str) -> String {
+    let admin = admin_url();
+    let (base, query) = admin.split_once('?').map_or((admin.as_str(), None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let path_start = base[scheme_end..].find('/').map_or(base.len(), |i| scheme_end + i);
+    let mut url = format!("{}/{}", &base[..path_start], database);
+    if let Some(q) = query {
+        url.push('?');
+        url.push_str(q);
+    }
+    url
+}
+
+async fn connect(url: &str) -> (tokio_postgres::Client, tokio::task::JoinHandle<()>) {
+    let (client, conn) = tokio_postgres::connect(url, NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL must be reachable at {url} (set TEST_DATABASE_URL): {e}"));
+    let task = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    (client, task)
+}
+
+/// A new, migrated database; returns its URL.
+pub async fn fresh_database() -> String {
+    const LOCK: i64 = 0x7273_765f_7470_6c; // serializes template builds across test processes
+    let (admin, admin_task) = connect(&admin_url()).await;
+    let template = format!("rsv_tpl_{:016x}", shared::db::schema_fingerprint());
+    admin.execute("SELECT pg_advisory_lock($1)", &[&LOCK]).await.unwrap();
+    let exists = admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&template]).await.unwrap();
+    if exists.is_none() {
+        // Built under another name and renamed when complete, so that a build that
+        // died half-way is never mistaken for a template.
+        let building = format!("{template}_building");
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {building}")).await.unwrap();
+        admin.batch_execute(&format!("CREATE DATABASE {building}")).await.unwrap();
+        let (mut client, task) = connect(&url_for(&building)).await;
+        shared::db::migrate(&mut client).await.expect("migrations apply");
+        drop(client);
+        let _ = task.await;
+        admin.batch_execute(&format!("ALTER DATABASE {building} RENAME TO {template}")).await.unwrap();
+    }
+    let name = format!("rsv_t_{}", Uuid::new_v4().simple());
+    admin.batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {template}")).await.unwrap();
+    admin.execute("SELECT pg_advisory_unlock($1)", &[&LOCK]).await.unwrap();
+    drop(admin);
+    let _ = admin_task.await;
+    url_for(&name)
+}
+
+/// A dev server on its own database.
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub state: AppState,
+    pub database_url: String,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+pub struct Options {
+    pub clock: Arc<dyn Clock>,
+    pub tweak: Box<dyn FnOnce(&mut Config)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { clock: Arc::new(SystemClock), tweak: Box::new(|_| {}) }
+    }
+}
+
+impl TestApp {
+    pub async fn spawn() -> Self {
+        Self::spawn_with(Options::default()).await
+    }
+
+    /// A server whose clock the test moves.
+    pub async fn spawn_with_clock(clock: Arc<ManualClock>) -> Self {
+        Self::spawn_with(Options { clock, ..Default::default() }).await
+    }
+
+    pub async fn spawn_with(options: Options) -> Self {
+        let database_url = fresh_database().await;
+        let url = database_url.clone();
+        let mut config = Config::from_lookup(Defaults::DevServer, move |k| (k == "DATABASE_URL").then(|| url.clone()))
+            .expect("test configuration");
+        config.db_pool_size = 20;
+        (options.tweak)(&mut config);
+        let pool = shared::db::pool(&config).expect("pool");
+        let state = AppState { pool, config: Arc::new(config), clock: options.clock };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(dev_server::serve(listener, state.clone()));
+        let http = reqwest::Client::builder().pool_max_idle_per_host(200).build().unwrap();
+        TestApp { base, http, state, database_url, server }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn get(&self, who: &str, path: &str) -> RequestBuilder {
+        self.http.get(self.url(path)).header("x-principal", who)
+    }
+
+    pub fn delete(&self, who: &str, path: &str) -> RequestBuilder {
+        self.http.delete(self.url(path)).header("x-principal", who)
+    }
+
+    pub fn post(&self, who: &str, path: &str, body: &Value) -> RequestBuilder {
+        self.http.post(self.url(path)).header("x-principal", who).json(body)
+    }
+
+    /// A resource made by the admin; returns its id.
+    pub async fn resource_with(&self, body: Value) -> Uuid {
+        let (status, r) = send(self.post("admin", "/v1/resources", &body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{r}");
+        r["id"].as_str().unwrap().parse().unwrap()
+    }
+
+    pub async fn resource(&self, capacity: i32) -> Uuid {
+        self.resource_with(json!({"name": "Room", "capacity": capacity})).await
+    }
+
+    /// `POST /v1/reservations` as `who`.
+    pub async fn reserve(&self, who: &str, resource: Uuid, range: (&str, &str), quantity: i32) -> (StatusCode, Value) {
+        send(self.post(
+            who,
+            "/v1/reservations",
+            &json!({"resource_id": resource, "start": range.0, "end": range.1, "quantity": quantity}),
+        ))
+        .await
+    }
+
+    /// A direct connection to this test's database, for checking what was stored.
+    pub async fn db(&self) -> deadpool_postgres::Object {
+        self.state.pool.get().await.unwrap()
+    }
+}
+
+/// Sends a request and reads the JSON answer (`Null` for an empty body).
+pub async fn send(req: RequestBuilder) -> (StatusCode, Value) {
+    let resp = req.send().await.expect("the dev server answers");
+    let status = resp.status();
+    let bytes = resp.bytes().await.unwrap();
+    let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+    (status, body)
+}
+
+/// The slug of a problem document: the last path segment of its `type`.
+pub fn slug(problem: &Value) -> &str {
+    problem["type"].as_str().and_then(|t| t.rsplit('/').next()).unwrap_or("")
+}
+
+/// A day comfortably inside the booking horizon, at midnight UTC.
+pub fn day() -> DateTime<Utc> {
+    (Utc::now() + Duration::days(30)).duration_trunc(Duration::days(1)).unwrap()
+}
+
+/// `[day + from_hour, day + to_hour)` as RFC 3339 strings.
+pub fn hours(from_hour: i64, to_hour: i64) -> (String, String) {
+    let d = day();
+    (rfc3339(d + Duration::hours(from_hour)), rfc3339(d + Duration::hours(to_hour)))
+}
+
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A `lambda_http` request as API Gateway would hand it to a function, in header mode.
+pub fn lambda_request(method: &str, path: &str, principal: Option<&str>, body: Option<&Value>) -> lambda_http::Request {
+    let mut b = http::Request::builder().method(method).uri(path);
+    if let Some(p) = principal {
+        b = b.header("x-principal", p);
+    }
+    let body = match body {
+        Some(v) => {
+            b = b.header("content-type", "application/json");
+            lambda_http::Body::Text(v.to_string())
+        }
+        None => lambda_http::Body::Empty,
+    };
+    b.body(body).unwrap()
+}
