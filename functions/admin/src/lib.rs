@@ -6,14 +6,14 @@ use serde::Deserialize;
 use shared::AppState;
 use shared::booking::{self, NewResource, ResourceDefaults};
 use shared::domain::Authority;
-use shared::http::{ApiError, Op, Reply, json_body, principal, respond, route};
+use shared::http::{ApiError, Function, Op, Reply, json_body, principal, respond, route_for};
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
     Ok(respond(serve(state, &req)).await)
 }
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {
-    let matched = route(req.method(), req.uri().path())?;
+    let matched = route_for(req.method(), req.uri().path(), Function::Admin)?;
     let who = principal(req, &state.config)?;
     match matched.spec.op {
         Op::CreateResource => {

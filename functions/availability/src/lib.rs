@@ -7,14 +7,14 @@ use lambda_http::{Body, Error, Request, Response};
 use serde::Serialize;
 use shared::AppState;
 use shared::booking;
-use shared::http::{ApiError, Op, Reply, Rfc3339, principal, query_param, respond, route};
+use shared::http::{ApiError, Function, Op, Reply, Rfc3339, principal, query_param, respond, route_for};
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
     Ok(respond(serve(state, &req)).await)
 }
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {
-    let matched = route(req.method(), req.uri().path())?;
+    let matched = route_for(req.method(), req.uri().path(), Function::Availability)?;
     if matched.spec.op == Op::Health {
         return health(state).await;
     }

@@ -8,7 +8,7 @@ use lambda_http::{Body, Error, Request, Response};
 use serde::Deserialize;
 use shared::AppState;
 use shared::booking;
-use shared::http::{ApiError, Op, Reply, json_body, principal, respond, route, run_idempotent};
+use shared::http::{ApiError, Function, Op, Reply, json_body, principal, respond, route_for, run_idempotent};
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
     Ok(respond(serve(state, &req)).await)
@@ -20,7 +20,7 @@ pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, E
 struct ConfirmBody {}
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {
-    let matched = route(req.method(), req.uri().path())?;
+    let matched = route_for(req.method(), req.uri().path(), Function::Confirm)?;
     let who = principal(req, &state.config)?;
     if matched.spec.op != Op::ConfirmReservation {
         return Err(ApiError::RouteNotFound);

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use shared::AppState;
 use shared::booking::{self, ReserveRequest};
 use shared::domain::Limits;
-use shared::http::{ApiError, Op, Reply, Rfc3339, json_body, principal, respond, route, run_idempotent};
+use shared::http::{ApiError, Function, Op, Reply, Rfc3339, json_body, principal, respond, route_for, run_idempotent};
 use uuid::Uuid;
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
@@ -18,7 +18,7 @@ pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, E
 }
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {
-    let matched = route(req.method(), req.uri().path())?;
+    let matched = route_for(req.method(), req.uri().path(), Function::Reserve)?;
     let who = principal(req, &state.config)?;
     match matched.spec.op {
         Op::CreateReservation => {

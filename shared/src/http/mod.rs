@@ -14,7 +14,7 @@ pub use idempotency::run_idempotent;
 pub use lambda_http::{Body, Request, Response};
 pub use problem::{ApiError, PROBLEM_BASE};
 pub use request::{JsonBody, Rfc3339, json_body, principal, query_param};
-pub use routes::{Function, Matched, Op, ROUTES, RouteSpec, route};
+pub use routes::{Function, Matched, Op, ROUTES, RouteSpec, route, route_for};
 
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;

@@ -52,7 +52,10 @@ pub fn json_body<T: DeserializeOwned>(req: &Request, empty_ok: bool) -> Result<J
     if bytes.len() > MAX_BODY {
         return Err(ApiError::PayloadTooLarge);
     }
-    let value: serde_json::Value = if bytes.iter().all(u8::is_ascii_whitespace) && empty_ok {
+    let value: serde_json::Value = if bytes.iter().all(u8::is_ascii_whitespace) {
+        if !empty_ok {
+            return Err(ApiError::validation("body", "is required"));
+        }
         serde_json::Value::Object(Default::default())
     } else {
         let is_json = req

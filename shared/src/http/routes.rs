@@ -122,6 +122,16 @@ pub fn route<'a>(method: &Method, path: &'a str) -> Result<Matched<'a>, ApiError
     Err(ApiError::MethodNotAllowed { allow: allowed.join(", ") })
 }
 
+/// The route of a request, if `function` owns it. A function deployed behind a route
+/// it does not serve answers 404, as an unknown route would.
+pub fn route_for<'a>(method: &Method, path: &'a str, function: Function) -> Result<Matched<'a>, ApiError> {
+    let matched = route(method, path)?;
+    if matched.spec.function != function {
+        return Err(ApiError::RouteNotFound);
+    }
+    Ok(matched)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,275 @@
+//! Retries are safe: every outcome of an `Idempotency-Key`.
+
+use acceptance::{Options, TestApp, hours, send, slug};
+use chrono::{Duration, Utc};
+use futures::future::join_all;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shared::clock::ManualClock;
+use std::sync::Arc;
+use uuid::Uuid;
+
+fn body(resource: Uuid, from: i64, to: i64) -> Value {
+    let (s, e) = hours(from, to);
+    json!({"resource_id": resource, "start": s, "end": e})
+}
+
+async fn keyed(app: &TestApp, who: &str, key: &str, body: &Value) -> (StatusCode, Option<String>, Value) {
+    let resp = app.post(who, "/v1/reservations", body).header("idempotency-key", key).send().await.unwrap();
+    let status = resp.status();
+    let replayed = resp.headers().get("idempotency-replayed").map(|v| v.to_str().unwrap().to_string());
+    (status, replayed, resp.json().await.unwrap_or(Value::Null))
+}
+
+async fn rows(app: &TestApp, resource: Uuid) -> i64 {
+    app.db()
+        .await
+        .query_one("SELECT count(*) FROM reservations WHERE resource_id = $1", &[&resource])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+async fn key_state(app: &TestApp, key: &str) -> Option<String> {
+    app.db()
+        .await
+        .query_opt("SELECT state FROM idempotency_keys WHERE key = $1", &[&key])
+        .await
+        .unwrap()
+        .map(|r| r.get(0))
+}
+
+/// Waits until the original request has claimed its key. The tests that use it hold the
+/// resource's row lock themselves, so the original then queues inside its own
+/// transaction for as long as the test likes.
+async fn wait_for_claim(app: &TestApp, key: &str) {
+    for _ in 0..500 {
+        if key_state(app, key).await.as_deref() == Some("processing") {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("the original never claimed its key");
+}
+
+#[tokio::test]
+async fn a_retry_with_the_same_key_replays_the_stored_answer_and_runs_nothing() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let b = body(room, 10, 11);
+    let (s1, r1, first) = keyed(&app, "alice", "k-1", &b).await;
+    assert_eq!((s1, r1.as_deref()), (StatusCode::CREATED, Some("false")));
+    let (s2, r2, second) = keyed(&app, "alice", "k-1", &b).await;
+    assert_eq!((s2, r2.as_deref()), (StatusCode::CREATED, Some("true")));
+    assert_eq!(first, second);
+    assert_eq!(rows(&app, room).await, 1);
+}
+
+#[tokio::test]
+async fn the_fingerprint_ignores_field_order_and_whitespace() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let (s, e) = hours(10, 11);
+    let a = format!(r#"{{"resource_id":"{room}","start":"{s}","end":"{e}"}}"#);
+    let b = format!("{{ \"end\" : \"{e}\",\n \"start\": \"{s}\", \"resource_id\": \"{room}\" }}");
+    let send_raw = |raw: String| {
+        app.http
+            .post(app.url("/v1/reservations"))
+            .header("x-principal", "alice")
+            .header("content-type", "application/json")
+            .header("idempotency-key", "k-order")
+            .body(raw)
+            .send()
+    };
+    assert_eq!(send_raw(a).await.unwrap().status(), StatusCode::CREATED);
+    let again = send_raw(b).await.unwrap();
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert_eq!(again.headers()["idempotency-replayed"], "true");
+}
+
+#[tokio::test]
+async fn a_key_reused_for_another_request_is_refused() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    keyed(&app, "alice", "k-2", &body(room, 10, 11)).await;
+    let (status, _, problem) = keyed(&app, "alice", "k-2", &body(room, 12, 13)).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::UNPROCESSABLE_ENTITY, "idempotency-key-reused"));
+    assert_eq!(rows(&app, room).await, 1);
+}
+
+#[tokio::test]
+async fn keys_are_scoped_to_the_principal_and_the_route() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(2).await;
+    let b = body(room, 10, 11);
+    let (_, _, alices) = keyed(&app, "alice", "shared-key", &b).await;
+    let (status, replayed, bobs) = keyed(&app, "bob", "shared-key", &b).await;
+    assert_eq!((status, replayed.as_deref()), (StatusCode::CREATED, Some("false")));
+    assert_ne!(alices["id"], bobs["id"]);
+    // The same key on the confirm route is a different scope.
+    let resp = app
+        .http
+        .post(app.url(&format!("/v1/reservations/{}/confirm", alices["id"].as_str().unwrap())))
+        .header("x-principal", "alice")
+        .header("idempotency-key", "shared-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["idempotency-replayed"], "false");
+}
+
+#[tokio::test]
+async fn a_lost_race_is_an_answer_and_is_replayed_too() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let (_, _, winner) = keyed(&app, "alice", "a", &body(room, 10, 11)).await;
+    let (status, _, problem) = keyed(&app, "bob", "b", &body(room, 10, 11)).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "slot-unavailable"));
+    send(app.delete("alice", &format!("/v1/reservations/{}", winner["id"].as_str().unwrap()))).await;
+    // The slot is free now, but bob's key already has its answer.
+    let (status, replayed, again) = keyed(&app, "bob", "b", &body(room, 10, 11)).await;
+    assert_eq!((status, replayed.as_deref()), (StatusCode::CONFLICT, Some("true")));
+    assert_eq!(again, problem);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_retries_of_one_request_all_get_its_single_answer() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let b = body(room, 10, 11);
+    let barrier = Arc::new(tokio::sync::Barrier::new(10));
+    let results = join_all((0..10).map(|_| {
+        let (app, b, barrier) = (&app, &b, barrier.clone());
+        async move {
+            barrier.wait().await;
+            keyed(app, "alice", "k-burst", b).await
+        }
+    }))
+    .await;
+    let ids: Vec<&Value> = results.iter().map(|(_, _, r)| &r["id"]).collect();
+    for (status, _, r) in &results {
+        assert_eq!(*status, StatusCode::CREATED, "a retry lost a race against itself: {r}");
+    }
+    assert!(ids.iter().all(|id| *id == ids[0]));
+    let firsts = results.iter().filter(|(_, r, _)| r.as_deref() == Some("false")).count();
+    assert_eq!(firsts, 1, "exactly one answer is the original");
+    assert_eq!(rows(&app, room).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_queued_behind_its_slow_original_gets_the_replay() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let b = body(room, 10, 11);
+    let mut blocker = app.db().await;
+    let lock = blocker.transaction().await.unwrap();
+    lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&room]).await.unwrap();
+
+    let original = tokio::spawn({
+        let req = app.post("alice", "/v1/reservations", &b).header("idempotency-key", "slow");
+        async move { req.send().await.unwrap() }
+    });
+    wait_for_claim(&app, "slow").await;
+    let retry = tokio::spawn({
+        let req = app.post("alice", "/v1/reservations", &b).header("idempotency-key", "slow");
+        async move { req.send().await.unwrap() }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    lock.rollback().await.unwrap();
+
+    let (original, retry) = (original.await.unwrap(), retry.await.unwrap());
+    assert_eq!(original.status(), StatusCode::CREATED);
+    assert_eq!(retry.status(), StatusCode::CREATED);
+    assert_eq!(retry.headers()["idempotency-replayed"], "true");
+    let (o, r): (Value, Value) = (original.json().await.unwrap(), retry.json().await.unwrap());
+    assert_eq!(o["id"], r["id"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_that_cannot_wait_long_enough_is_told_to_come_back() {
+    let app = TestApp::spawn_with(Options {
+        tweak: Box::new(|c| c.idempotency_wait = std::time::Duration::from_millis(150)),
+        ..Default::default()
+    })
+    .await;
+    let room = app.resource(1).await;
+    let b = body(room, 10, 11);
+    let mut blocker = app.db().await;
+    let lock = blocker.transaction().await.unwrap();
+    lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&room]).await.unwrap();
+    let original = tokio::spawn({
+        let req = app.post("alice", "/v1/reservations", &b).header("idempotency-key", "busy");
+        async move { req.send().await.unwrap().status() }
+    });
+    wait_for_claim(&app, "busy").await;
+
+    let resp = app.post("alice", "/v1/reservations", &b).header("idempotency-key", "busy").send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::CONFLICT);
+    let retry_after: u64 = resp.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=30).contains(&retry_after), "{retry_after}");
+    let problem: Value = resp.json().await.unwrap();
+    assert_eq!(slug(&problem), "idempotency-key-in-progress");
+
+    lock.rollback().await.unwrap();
+    assert_eq!(original.await.unwrap(), StatusCode::CREATED);
+    let (status, replayed, _) = keyed(&app, "alice", "busy", &b).await;
+    assert_eq!((status, replayed.as_deref()), (StatusCode::CREATED, Some("true")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_takes_over_a_key_whose_original_died_once_its_lease_lapses() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with(Options {
+        clock: clock.clone(),
+        tweak: Box::new(|c| c.idempotency_wait = std::time::Duration::from_millis(100)),
+    })
+    .await;
+    let room = app.resource(1).await;
+    let b = body(room, 10, 11);
+    let mut blocker = app.db().await;
+    let lock = blocker.transaction().await.unwrap();
+    lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&room]).await.unwrap();
+    let original = tokio::spawn({
+        let req = app.post("alice", "/v1/reservations", &b).header("idempotency-key", "dies");
+        async move { req.send().await.unwrap().status() }
+    });
+    wait_for_claim(&app, "dies").await;
+    // The original's database session dies mid-request, as a function killed by its
+    // timeout would: its transaction is gone, its claim is left behind.
+    let killed: i64 = app
+        .db()
+        .await
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(killed, 1);
+    assert!(original.await.unwrap().is_server_error());
+    lock.rollback().await.unwrap();
+    assert_eq!(key_state(&app, "dies").await.as_deref(), Some("processing"));
+
+    let (status, _, problem) = keyed(&app, "alice", "dies", &b).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "idempotency-key-in-progress"));
+    clock.advance(app.state.config.idempotency_lease + Duration::seconds(1));
+    let (status, replayed, r) = keyed(&app, "alice", "dies", &b).await;
+    assert_eq!((status, replayed.as_deref()), (StatusCode::CREATED, Some("false")), "{r}");
+    assert_eq!(rows(&app, room).await, 1);
+    let (status, replayed, again) = keyed(&app, "alice", "dies", &b).await;
+    assert_eq!((status, replayed.as_deref(), &again["id"]), (StatusCode::CREATED, Some("true"), &r["id"]));
+}
+
+#[tokio::test]
+async fn a_malformed_key_is_a_validation_error() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    for key in ["has space", &"x".repeat(256)] {
+        let (status, _, problem) = keyed(&app, "alice", key, &body(room, 10, 11)).await;
+        assert_eq!((status, slug(&problem)), (StatusCode::BAD_REQUEST, "validation-error"), "{key}");
+    }
+    assert_eq!(rows(&app, room).await, 0);
+}

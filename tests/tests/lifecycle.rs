@@ -1,0 +1,247 @@
+//! A reservation's life: hold, confirm, release, cancel, expire; who may see it; what
+//! the calendar read reports.
+
+use acceptance::{TestApp, hours, send, slug};
+use chrono::{Duration, Utc};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shared::clock::ManualClock;
+use std::sync::Arc;
+use uuid::Uuid;
+
+async fn hold(app: &TestApp, who: &str, resource: Uuid, from: i64, to: i64) -> Value {
+    let (s, e) = hours(from, to);
+    let (status, body) = app.reserve(who, resource, (&s, &e), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body
+}
+
+fn path(r: &Value) -> String {
+    format!("/v1/reservations/{}", r["id"].as_str().unwrap())
+}
+
+async fn confirm(app: &TestApp, who: &str, r: &Value) -> (StatusCode, Value) {
+    send(app.http.post(app.url(&format!("{}/confirm", path(r)))).header("x-principal", who)).await
+}
+
+#[tokio::test]
+async fn a_lapsed_hold_stops_blocking_at_once_without_any_sweep() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 60})).await;
+    let first = hold(&app, "alice", room, 10, 11).await;
+    let (s, e) = hours(10, 11);
+    assert_eq!(app.reserve("bob", room, (&s, &e), 1).await.0, StatusCode::CONFLICT);
+
+    clock.advance(Duration::seconds(60));
+    let (status, read) = send(app.get("alice", &path(&first))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(read["status"], "EXPIRED");
+    assert_eq!(read["expires_at"], Value::Null);
+    let (status, second) = app.reserve("bob", room, (&s, &e), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{second}");
+
+    let (status, problem) = confirm(&app, "alice", &first).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(slug(&problem), "reservation-not-held");
+    // The inline expiry wrote the lapse down, in the same transaction that reused the slot.
+    let row = app
+        .db()
+        .await
+        .query_one(
+            "SELECT status FROM reservations WHERE id = $1",
+            &[&Uuid::parse_str(first["id"].as_str().unwrap()).unwrap()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "EXPIRED");
+}
+
+#[tokio::test]
+async fn a_hold_confirms_once_and_confirming_again_changes_nothing() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let r = hold(&app, "alice", room, 10, 11).await;
+    assert_eq!(r["status"], "HELD");
+    assert!(r["expires_at"].is_string());
+    let (status, confirmed) = confirm(&app, "alice", &r).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(confirmed["status"], "CONFIRMED");
+    assert_eq!(confirmed["expires_at"], Value::Null);
+    let (status, again) = confirm(&app, "alice", &r).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(again["updated_at"], confirmed["updated_at"]);
+}
+
+#[tokio::test]
+async fn a_released_hold_frees_the_slot_and_cannot_be_confirmed() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let r = hold(&app, "alice", room, 10, 11).await;
+    let (status, released) = send(app.delete("alice", &path(&r))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(released["status"], "RELEASED");
+    let (status, again) = send(app.delete("alice", &path(&r))).await;
+    assert_eq!(status, StatusCode::OK, "deleting again answers the current state");
+    assert_eq!(again["status"], "RELEASED");
+    let (status, problem) = confirm(&app, "alice", &r).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(slug(&problem), "reservation-not-held");
+    hold(&app, "bob", room, 10, 11).await;
+}
+
+#[tokio::test]
+async fn deleting_a_confirmed_booking_cancels_it_and_frees_the_slot() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let r = hold(&app, "alice", room, 10, 11).await;
+    confirm(&app, "alice", &r).await;
+    let (status, cancelled) = send(app.delete("alice", &path(&r))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(cancelled["status"], "CANCELLED");
+    let (status, problem) = confirm(&app, "alice", &r).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "reservation-not-held"));
+    hold(&app, "bob", room, 10, 11).await;
+}
+
+#[tokio::test]
+async fn deleting_a_lapsed_hold_reports_it_expired() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 5})).await;
+    let r = hold(&app, "alice", room, 10, 11).await;
+    clock.advance(Duration::seconds(6));
+    let (status, body) = send(app.delete("alice", &path(&r))).await;
+    assert_eq!((status, body["status"].as_str()), (StatusCode::OK, Some("EXPIRED")));
+}
+
+#[tokio::test]
+async fn others_cannot_see_confirm_or_release_a_reservation_but_admins_can_read_it() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let r = hold(&app, "alice", room, 10, 11).await;
+    for (status, problem) in [
+        send(app.get("mallory", &path(&r))).await,
+        confirm(&app, "mallory", &r).await,
+        send(app.delete("mallory", &path(&r))).await,
+    ] {
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(slug(&problem), "reservation-not-found");
+    }
+    let (status, read) = send(app.get("alice", &path(&r))).await;
+    assert_eq!((status, read["status"].as_str()), (StatusCode::OK, Some("HELD")));
+    let (status, read) = send(app.get("admin", &path(&r))).await;
+    assert_eq!((status, read["owner"].as_str()), (StatusCode::OK, Some("alice")));
+}
+
+#[tokio::test]
+async fn the_owner_is_the_principal_never_a_field_of_the_body() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let (s, e) = hours(10, 11);
+    let (status, problem) = send(app.post(
+        "alice",
+        "/v1/reservations",
+        &json!({"resource_id": room, "start": s, "end": e, "owner": "bob"}),
+    ))
+    .await;
+    assert_eq!((status, slug(&problem)), (StatusCode::BAD_REQUEST, "validation-error"));
+    let r = hold(&app, "alice", room, 10, 11).await;
+    assert_eq!(r["owner"], "alice");
+}
+
+#[tokio::test]
+async fn availability_lists_what_is_taken_and_cuts_the_rest_into_free_pieces() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(2).await;
+    hold(&app, "alice", room, 10, 12).await;
+    let b = hold(&app, "bob", room, 11, 13).await;
+    confirm(&app, "bob", &b).await;
+    let released = hold(&app, "carol", room, 9, 10).await;
+    send(app.delete("carol", &path(&released))).await;
+
+    let (from, to) = hours(9, 14);
+    let (status, a) =
+        send(app.get("dave", &format!("/v1/resources/{room}/availability")).query(&[("from", &from), ("to", &to)]))
+            .await;
+    assert_eq!(status, StatusCode::OK, "{a}");
+    assert_eq!(a["capacity"], 2);
+    let taken: Vec<(&str, &str, &str)> = a["taken"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["start"].as_str().unwrap(), t["end"].as_str().unwrap(), t["status"].as_str().unwrap()))
+        .collect();
+    let (h10, h11, h12, h13) = (hours(10, 11).0, hours(11, 12).0, hours(12, 13).0, hours(13, 14).0);
+    assert_eq!(taken, vec![(h10.as_str(), h12.as_str(), "HELD"), (h11.as_str(), h13.as_str(), "CONFIRMED")]);
+    assert!(a["taken"][0]["expires_at"].is_string());
+    assert!(a["taken"][0].get("owner").is_none(), "availability names no owners");
+    let free: Vec<(String, String, i64)> = a["free"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (f["start"].as_str().unwrap().into(), f["end"].as_str().unwrap().into(), f["remaining"].as_i64().unwrap())
+        })
+        .collect();
+    let (h9, h14) = (hours(9, 10).0, hours(14, 15).0);
+    assert_eq!(free, vec![(h9, h10.clone(), 2), (h10, h11, 1), (h12, h13.clone(), 1), (h13, h14, 2)]);
+}
+
+#[tokio::test]
+async fn availability_forgets_lapsed_holds_at_once() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 30})).await;
+    hold(&app, "alice", room, 10, 11).await;
+    clock.advance(Duration::seconds(31));
+    let (from, to) = hours(9, 12);
+    let (_, a) =
+        send(app.get("dave", &format!("/v1/resources/{room}/availability")).query(&[("from", &from), ("to", &to)]))
+            .await;
+    assert_eq!(a["taken"], json!([]));
+    assert_eq!(a["free"], json!([{"start": from, "end": to, "remaining": 1}]));
+}
+
+#[tokio::test]
+async fn resources_are_made_by_admins_and_read_by_anyone() {
+    let app = TestApp::spawn().await;
+    let (status, problem) = send(app.post("alice", "/v1/resources", &json!({"name": "Mine"}))).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::FORBIDDEN, "forbidden"));
+    let resp = app
+        .post("admin", "/v1/resources", &json!({"name": "Hall", "capacity": 40, "hold_ttl_seconds": 120}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let location = resp.headers()["location"].to_str().unwrap().to_string();
+    let created: Value = resp.json().await.unwrap();
+    assert_eq!(location, format!("/v1/resources/{}", created["id"].as_str().unwrap()));
+    assert_eq!(created["offer_ttl_seconds"], 900, "defaults from configuration");
+    let (status, read) = send(app.get("alice", &location)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(read, created);
+}
+
+#[tokio::test]
+async fn upstream_resources_can_be_held_but_not_yet_confirmed_and_never_fake_success() {
+    let app = TestApp::spawn().await;
+    let seat =
+        app.resource_with(json!({"name": "Library seat", "authority": "upstream", "upstream_ref": "seat-42"})).await;
+    let r = hold(&app, "alice", seat, 10, 11).await;
+    let resp =
+        app.http.post(app.url(&format!("{}/confirm", path(&r)))).header("x-principal", "alice").send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(resp.headers().contains_key("retry-after"));
+    let problem: Value = resp.json().await.unwrap();
+    assert_eq!(slug(&problem), "upstream-unavailable");
+    let (_, read) = send(app.get("alice", &path(&r))).await;
+    assert_eq!(read["status"], "HELD");
+}
+
+#[tokio::test]
+async fn health_answers_without_identity() {
+    let app = TestApp::spawn().await;
+    let (status, body) = send(app.http.get(app.url("/v1/health"))).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"status": "ok"})));
+}
