@@ -1,6 +1,7 @@
 //! The local dev server: every route of the HTTP API on one port, each request handed
 //! to the very handler function that the route's Lambda binary runs. It has no business
-//! logic of its own; it only turns hyper requests into `lambda_http` requests and back.
+//! logic of its own; it only turns hyper requests into `lambda_http` requests and back,
+//! and runs the scheduled function's sweep on an interval, as EventBridge would.
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -68,5 +69,15 @@ pub async fn serve(listener: TcpListener, state: AppState) {
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
+    }
+}
+
+/// Runs the sweeper's own sweep every `interval`, as the EventBridge schedule does in AWS.
+pub async fn run_scheduled<P: shared::events::Publisher>(state: AppState, publisher: P, interval: std::time::Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        sweeper::sweep(&state, &publisher, shared::booking::sweep::Bounds::default()).await;
     }
 }

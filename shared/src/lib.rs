@@ -18,6 +18,7 @@ pub mod clock;
 pub mod config;
 pub mod db;
 pub mod domain;
+pub mod events;
 pub mod http;
 
 pub use clock::{Clock, SystemClock};

@@ -50,7 +50,7 @@ async fn connect(url: &str) -> (tokio_postgres::Client, tokio::task::JoinHandle<
 
 /// A new, migrated database; returns its URL.
 pub async fn fresh_database() -> String {
-    const LOCK: i64 = 0x7273_765f_7470_6c; // serializes template builds across test processes
+    const LOCK: i64 = 0x0072_7376_5f74_706c; // serializes template builds across test processes
     let (admin, admin_task) = connect(&admin_url()).await;
     let template = format!("rsv_tpl_{:016x}", shared::db::schema_fingerprint());
     admin.execute("SELECT pg_advisory_lock($1)", &[&LOCK]).await.unwrap();
@@ -213,4 +213,90 @@ pub fn lambda_request(method: &str, path: &str, principal: Option<&str>, body: O
         None => lambda_http::Body::Empty,
     };
     b.body(body).unwrap()
+}
+
+/// A moto SQS server on a free port of 127.0.0.1, for the tests of the SQS path
+/// (`pip install 'moto[server]'`; `scripts/test` installs it). Killed on drop.
+pub struct Moto {
+    pub endpoint: String,
+    child: std::process::Child,
+}
+
+impl Moto {
+    pub async fn start() -> Moto {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let args = ["-H", "127.0.0.1", "-p", &port.to_string()];
+        let spawn = |program: &str, pre: &[&str]| {
+            std::process::Command::new(program)
+                .args(pre)
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+        };
+        let child = spawn("moto_server", &[])
+            .or_else(|_| spawn("python3", &["-m", "moto.server"]))
+            .expect("moto's server must be installed: pip install 'moto[server]'");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let moto = Moto { endpoint, child };
+        for _ in 0..200 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return moto;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("moto did not start on port {port}");
+    }
+
+    pub async fn sqs(&self) -> aws_sdk_sqs::Client {
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(&self.endpoint)
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests"))
+            .load()
+            .await;
+        aws_sdk_sqs::Client::new(&config)
+    }
+
+    /// Creates a queue and returns its URL.
+    pub async fn queue(&self, name: &str) -> String {
+        let sqs = self.sqs().await;
+        let mut req = sqs.create_queue().queue_name(name);
+        if name.ends_with(".fifo") {
+            req = req.attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true");
+        }
+        req.send().await.unwrap().queue_url().unwrap().to_string()
+    }
+
+    /// Every message on the queue, received until it stays empty.
+    pub async fn drain(&self, queue_url: &str) -> Vec<Value> {
+        let sqs = self.sqs().await;
+        let mut out = Vec::new();
+        let mut empty = 0;
+        while empty < 2 {
+            let got = sqs.receive_message().queue_url(queue_url).max_number_of_messages(10).send().await.unwrap();
+            let messages = got.messages();
+            if messages.is_empty() {
+                empty += 1;
+                continue;
+            }
+            for m in messages {
+                out.push(serde_json::from_str(m.body().unwrap()).unwrap());
+                sqs.delete_message()
+                    .queue_url(queue_url)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -1,6 +1,6 @@
 //! The `availability` function: the read routes. `GET /v1/resources/{id}/availability`
-//! (what is taken and what is free in a window), `GET /v1/reservations/{id}` and
-//! `GET /v1/health`. Reads take no locks.
+//! (what is taken and what is free in a window), `GET /v1/reservations/{id}`,
+//! `GET /v1/waitlist/{id}` and `GET /v1/health`. Reads take no locks.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
@@ -31,6 +31,10 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         Op::GetReservation => {
             let id = matched.id(ApiError::ReservationNotFound)?;
             Reply::json(StatusCode::OK, &booking::get_reservation(&client, &who, id, now).await?)
+        }
+        Op::GetWaitlistEntry => {
+            let id = matched.id(ApiError::WaitlistEntryNotFound)?;
+            Reply::json(StatusCode::OK, &booking::get_entry(&client, &who, id, now).await?)
         }
         _ => return Err(ApiError::RouteNotFound),
     };

@@ -1,14 +1,17 @@
-//! The `reserve` function: `POST /v1/reservations` (hold, or book in one step) and
-//! `DELETE /v1/reservations/{id}` (release a hold, cancel a booking).
+//! The `reserve` function: the routes that change a resource's load.
+//! `POST /v1/reservations` (hold, or book in one step), `DELETE /v1/reservations/{id}`
+//! (release a hold, cancel a booking), `POST /v1/resources/{id}/waitlist` (join the
+//! queue) and `DELETE /v1/waitlist/{id}` (leave it).
 //!
-//! Both change a resource's load, so both run in one short transaction that takes the
-//! resource lock; `POST` runs inside the idempotency guard.
+//! Each runs in one short transaction that takes the resource lock, so freed capacity
+//! is handed to the waitlist in the same transaction; the `POST`s run inside the
+//! idempotency guard.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use serde::Deserialize;
 use shared::AppState;
-use shared::booking::{self, ReserveRequest};
+use shared::booking::{self, JoinRequest, ReserveRequest, Reserved};
 use shared::domain::Limits;
 use shared::http::{ApiError, Function, Op, Reply, Rfc3339, json_body, principal, respond, route_for, run_idempotent};
 use uuid::Uuid;
@@ -26,7 +29,11 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let input = body.value.into_request();
             let limits = limits(state);
             run_idempotent(state, &who, req, "POST /v1/reservations", &body.canonical, async |tx| {
-                let r = booking::reserve(tx, &who, &input, limits, state.clock.now()).await?;
+                let r = match booking::reserve(tx, &who, &input, limits, state.clock.now()).await? {
+                    Reserved::Reserved(r) => r,
+                    // Committed and stored like any answer; see `Reserved`.
+                    Reserved::Unavailable => return Ok(ApiError::SlotUnavailable.into_reply()),
+                };
                 let status = if r.status == shared::domain::Status::Confirming {
                     StatusCode::ACCEPTED
                 } else {
@@ -43,6 +50,30 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let r = booking::release(&tx, &who, id, state.clock.now()).await?;
             tx.commit().await?;
             Ok(Reply::json(StatusCode::OK, &r).into_response())
+        }
+        Op::JoinWaitlist => {
+            let resource_id = matched.id(ApiError::ResourceNotFound)?;
+            let body = json_body::<JoinWaitlist>(req, false)?;
+            let input = JoinRequest {
+                resource_id,
+                start: body.value.start.0,
+                end: body.value.end.0,
+                quantity: body.value.quantity,
+            };
+            let limits = limits(state);
+            run_idempotent(state, &who, req, "POST /v1/resources/{id}/waitlist", &body.canonical, async |tx| {
+                let e = booking::join_waitlist(tx, &who, &input, limits, state.clock.now()).await?;
+                Ok(Reply::json(StatusCode::CREATED, &e).with_location(format!("/v1/waitlist/{}", e.id)))
+            })
+            .await
+        }
+        Op::LeaveWaitlist => {
+            let id = matched.id(ApiError::WaitlistEntryNotFound)?;
+            let mut client = state.pool.get().await?;
+            let tx = client.transaction().await?;
+            let e = booking::leave_waitlist(&tx, &who, id, state.clock.now()).await?;
+            tx.commit().await?;
+            Ok(Reply::json(StatusCode::OK, &e).into_response())
         }
         _ => Err(ApiError::RouteNotFound),
     }
@@ -66,6 +97,15 @@ struct CreateReservation {
     quantity: i32,
     #[serde(default)]
     confirm: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JoinWaitlist {
+    start: Rfc3339,
+    end: Rfc3339,
+    #[serde(default = "one")]
+    quantity: i32,
 }
 
 fn one() -> i32 {

@@ -4,8 +4,10 @@
 //! client or a transaction), so callers decide the transaction boundaries.
 
 pub mod idempotency;
+pub mod outbox;
 pub mod reservations;
 pub mod resources;
+pub mod waitlist;
 
 pub use deadpool_postgres::GenericClient;
 
@@ -74,7 +76,7 @@ pub fn pg_config(config: &Config) -> Result<tokio_postgres::Config, ConfigError>
     let mut pg = tokio_postgres::Config::from_str(&config.database_url).map_err(ConfigError::DatabaseUrl)?;
     let ms = config.db_statement_timeout.as_millis();
     pg.options(format!(
-        "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}",
+        "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={} -c TimeZone=UTC",
         ms * 2
     ));
     if pg.get_application_name().is_none() {

@@ -13,6 +13,36 @@ macro_rules! columns {
     };
 }
 
+/// The outbox payload of a reservation event, built from the row the statement wrote.
+macro_rules! event_payload {
+    ($row:literal) => {
+        concat!(
+            "jsonb_build_object('reservation_id', ",
+            $row,
+            ".id, 'resource_id', ",
+            $row,
+            ".resource_id, ",
+            "'owner', ",
+            $row,
+            ".owner, 'start', ",
+            $row,
+            ".starts_at, 'end', ",
+            $row,
+            ".ends_at, ",
+            "'quantity', ",
+            $row,
+            ".quantity, 'status', ",
+            $row,
+            ".status, 'source', ",
+            $row,
+            ".source, ",
+            "'failure_reason', ",
+            $row,
+            ".failure_reason)"
+        )
+    };
+}
+
 /// Inserts the reservation only if, at every instant of its range, the load of the
 /// active, unlapsed reservations plus its quantity stays within the capacity.
 ///
@@ -34,20 +64,73 @@ pub const INSERT_IF_FITS: &str = concat!(
     "  SELECT coalesce(max(load), 0) AS load FROM (",
     "    SELECT sum(delta) OVER (ORDER BY at, delta ROWS UNBOUNDED PRECEDING) AS load FROM events",
     "  ) running",
-    ") ",
-    "INSERT INTO reservations (id, resource_id, resource_capacity, owner, starts_at, ends_at, ",
-    "quantity, status, expires_at, failure_reason, source, created_at, updated_at) ",
-    "SELECT $1, $2, $3::int4, $4, $5, $6, $7::int4, $8, $9, $10, $11, $12, $12 FROM peak ",
-    "WHERE peak.load + $7::int4 <= $3::int4 ",
-    "RETURNING ",
-    columns!()
+    "), ins AS (",
+    "  INSERT INTO reservations (id, resource_id, resource_capacity, owner, starts_at, ends_at, ",
+    "  quantity, status, expires_at, failure_reason, source, created_at, updated_at) ",
+    "  SELECT $1, $2, $3::int4, $4, $5, $6, $7::int4, $8, $9, $10, $11, $12, $12 FROM peak ",
+    "  WHERE peak.load + $7::int4 <= $3::int4 ",
+    "  RETURNING ",
+    columns!(),
+    "), ev AS (",
+    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
+    "  SELECT CASE ins.status WHEN 'HELD' THEN 'reservation.held' ELSE 'reservation.confirmed' END, ins.id, ",
+    event_payload!("ins"),
+    ", $12, $12 FROM ins",
+    ") SELECT ",
+    columns!(),
+    " FROM ins"
 );
 
 /// Writes down the lapse of the holds that overlap a range, so that they stop counting
-/// for the exclusion constraint too (its predicate cannot know the time).
-pub const EXPIRE_LAPSED_OVERLAPPING: &str = "UPDATE reservations SET status = 'EXPIRED', updated_at = $4 \
-     WHERE resource_id = $1 AND status = 'HELD' AND expires_at <= $4 \
-     AND period && tstzrange($2, $3, '[)')";
+/// for the exclusion constraint too (its predicate cannot know the time). Run it under
+/// the resource lock; it returns what it expired, for the hand-over to the waitlist.
+pub const EXPIRE_LAPSED_OVERLAPPING: &str = concat!(
+    "WITH exp AS (",
+    "  UPDATE reservations SET status = 'EXPIRED', updated_at = $4 ",
+    "  WHERE resource_id = $1 AND status = 'HELD' AND expires_at <= $4 AND period && tstzrange($2, $3, '[)') ",
+    "  RETURNING ",
+    columns!(),
+    "), ev AS (",
+    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
+    "  SELECT 'reservation.expired', exp.id, ",
+    event_payload!("exp"),
+    ", $4, $4 FROM exp",
+    ") SELECT ",
+    columns!(),
+    " FROM exp"
+);
+
+/// The sweep's claim: one resource that has lapsed holds and whose row no one else
+/// holds (`SKIP LOCKED`: concurrent sweeps take different resources, never wait, never
+/// deadlock), and up to `$2` of its lapsed holds, expired in the same statement. The
+/// resource lock stays held until the caller's transaction ends, for the hand-over.
+/// It can come back empty while lapsed holds remain (their resource was just taken by
+/// another sweep, or was held); [`ANY_LAPSED`] tells the caller whether to go on.
+pub const CLAIM_LAPSED: &str = concat!(
+    "WITH target AS (",
+    "  SELECT res.id FROM resources res WHERE res.id IN (",
+    "    SELECT resource_id FROM reservations WHERE status = 'HELD' AND expires_at <= $1)",
+    "  ORDER BY res.id LIMIT 1 FOR NO KEY UPDATE OF res SKIP LOCKED",
+    "), exp AS (",
+    "  UPDATE reservations SET status = 'EXPIRED', updated_at = $1 WHERE id IN (",
+    "    SELECT r.id FROM reservations r JOIN target t ON r.resource_id = t.id",
+    "    WHERE r.status = 'HELD' AND r.expires_at <= $1 ORDER BY r.expires_at LIMIT $2)",
+    // Repeated on the target rows themselves: if another sweep expired a row after
+    // this statement's snapshot, the re-check of the latest version skips it.
+    "  AND status = 'HELD' AND expires_at <= $1",
+    "  RETURNING ",
+    columns!(),
+    "), ev AS (",
+    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
+    "  SELECT 'reservation.expired', exp.id, ",
+    event_payload!("exp"),
+    ", $1, $1 FROM exp",
+    ") SELECT ",
+    columns!(),
+    " FROM exp"
+);
+
+pub const ANY_LAPSED: &str = "SELECT EXISTS (SELECT 1 FROM reservations WHERE status = 'HELD' AND expires_at <= $1)";
 
 pub const GET: &str = concat!("SELECT ", columns!(), " FROM reservations WHERE id = $1");
 
@@ -55,9 +138,20 @@ pub const LOCK: &str = concat!("SELECT ", columns!(), " FROM reservations WHERE 
 
 pub const RESOURCE_OF: &str = "SELECT resource_id FROM reservations WHERE id = $1";
 
+/// Changes a reservation's status and records the event (`$5`, when not null) in the
+/// same statement.
 pub const SET_STATUS: &str = concat!(
-    "UPDATE reservations SET status = $2, failure_reason = $3, updated_at = $4 WHERE id = $1 RETURNING ",
-    columns!()
+    "WITH upd AS (",
+    "  UPDATE reservations SET status = $2, failure_reason = $3, updated_at = $4 WHERE id = $1 RETURNING ",
+    columns!(),
+    "), ev AS (",
+    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
+    "  SELECT $5::text, upd.id, ",
+    event_payload!("upd"),
+    ", $4, $4 FROM upd WHERE $5::text IS NOT NULL",
+    ") SELECT ",
+    columns!(),
+    " FROM upd"
 );
 
 /// What occupies a window: active, unlapsed reservations, in calendar order.
@@ -83,34 +177,54 @@ pub struct NewReservation<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// Inline expiry and the conditional insert, pipelined on one connection: one round
-/// trip while the resource lock is held. `None` means the capacity is taken.
-pub async fn expire_lapsed_and_insert_if_fits(
-    c: &impl GenericClient,
-    r: &NewReservation<'_>,
-) -> Result<Option<Reservation>, DbError> {
-    let (expire, insert) =
-        tokio::try_join!(c.prepare_cached(EXPIRE_LAPSED_OVERLAPPING), c.prepare_cached(INSERT_IF_FITS))?;
+/// The conditional insert (see [`INSERT_IF_FITS`]); `None` means the capacity is taken.
+pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> Result<Option<Reservation>, DbError> {
+    let stmt = c.prepare_cached(INSERT_IF_FITS).await?;
     let status = status_str(r.status);
     let source = source_str(r.source);
     let no_failure: Option<&str> = None;
-    let expire_params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [&r.resource_id, &r.start, &r.end, &r.now];
-    let insert_params: [&(dyn tokio_postgres::types::ToSql + Sync); 12] = [
-        &r.id,
-        &r.resource_id,
-        &r.resource_capacity,
-        &r.owner,
-        &r.start,
-        &r.end,
-        &r.quantity,
-        &status,
-        &r.expires_at,
-        &no_failure,
-        &source,
-        &r.now,
-    ];
-    let (_, row) = tokio::try_join!(c.execute(&expire, &expire_params), c.query_opt(&insert, &insert_params))?;
+    let row = c
+        .query_opt(
+            &stmt,
+            &[
+                &r.id,
+                &r.resource_id,
+                &r.resource_capacity,
+                &r.owner,
+                &r.start,
+                &r.end,
+                &r.quantity,
+                &status,
+                &r.expires_at,
+                &no_failure,
+                &source,
+                &r.now,
+            ],
+        )
+        .await?;
     row.as_ref().map(from_row).transpose()
+}
+
+pub async fn expire_lapsed_overlapping(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Reservation>, DbError> {
+    let stmt = c.prepare_cached(EXPIRE_LAPSED_OVERLAPPING).await?;
+    c.query(&stmt, &[&resource_id, &start, &end, &now]).await?.iter().map(from_row).collect()
+}
+
+/// See [`CLAIM_LAPSED`]: the expired holds of one resource, all of one resource.
+pub async fn claim_lapsed(c: &impl GenericClient, now: DateTime<Utc>, limit: i64) -> Result<Vec<Reservation>, DbError> {
+    let stmt = c.prepare_cached(CLAIM_LAPSED).await?;
+    c.query(&stmt, &[&now, &limit]).await?.iter().map(from_row).collect()
+}
+
+pub async fn any_lapsed(c: &impl GenericClient, now: DateTime<Utc>) -> Result<bool, DbError> {
+    let stmt = c.prepare_cached(ANY_LAPSED).await?;
+    Ok(c.query_one(&stmt, &[&now]).await?.get(0))
 }
 
 pub async fn get(c: &impl GenericClient, id: Uuid) -> Result<Option<Reservation>, DbError> {
@@ -138,8 +252,23 @@ pub async fn set_status(
 ) -> Result<Reservation, DbError> {
     let stmt = c.prepare_cached(SET_STATUS).await?;
     let failure = failure.map(failure_str);
-    let row = c.query_one(&stmt, &[&id, &status_str(status), &failure, &now]).await?;
+    let event = event_kind(status);
+    let row = c.query_one(&stmt, &[&id, &status_str(status), &failure, &now, &event]).await?;
     from_row(&row)
+}
+
+/// The outbox event a move into `status` records.
+fn event_kind(status: Status) -> Option<&'static str> {
+    match status {
+        Status::Held => Some("reservation.held"),
+        Status::Confirmed => Some("reservation.confirmed"),
+        Status::Released => Some("reservation.released"),
+        Status::Expired => Some("reservation.expired"),
+        Status::Cancelled => Some("reservation.cancelled"),
+        Status::Failed => Some("reservation.failed"),
+        // The intent records the hand-off to the system of record.
+        Status::Confirming => None,
+    }
 }
 
 pub async fn active_in_window(

@@ -105,6 +105,36 @@ impl Reservation {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WaitlistStatus {
+    Waiting,
+    Offered,
+    Accepted,
+    Expired,
+    Cancelled,
+}
+
+/// A place in a resource's FIFO queue for a range and quantity.
+#[derive(Debug, Clone, Serialize)]
+pub struct WaitlistEntry {
+    pub id: Uuid,
+    pub resource_id: Uuid,
+    pub owner: String,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub quantity: i32,
+    pub status: WaitlistStatus,
+    /// 1-based among the resource's waiting entries, while waiting.
+    pub position: Option<i64>,
+    /// The offer (a `HELD` reservation in the owner's name), once offered.
+    pub reservation_id: Option<Uuid>,
+    #[serde(skip)]
+    pub seq: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
 /// Who is asking. The owner of everything created is always the principal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {

@@ -220,6 +220,7 @@ impl From<BookingError> for ApiError {
             BookingError::Validation(errors) => ApiError::Validation(errors),
             BookingError::ResourceNotFound => ApiError::ResourceNotFound,
             BookingError::ReservationNotFound => ApiError::ReservationNotFound,
+            BookingError::WaitlistEntryNotFound => ApiError::WaitlistEntryNotFound,
             BookingError::SlotUnavailable => ApiError::SlotUnavailable,
             BookingError::NotHeld(status) => ApiError::ReservationNotHeld { status: status_str(status) },
             BookingError::InFlight => ApiError::ReservationInFlight,

@@ -34,6 +34,9 @@ pub enum Op {
     GetReservation,
     ConfirmReservation,
     ReleaseReservation,
+    JoinWaitlist,
+    GetWaitlistEntry,
+    LeaveWaitlist,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -74,6 +77,14 @@ pub const ROUTES: &[RouteSpec] = &[
         op: Op::ConfirmReservation,
         function: Function::Confirm,
     },
+    RouteSpec {
+        method: "POST",
+        path: "/v1/resources/{id}/waitlist",
+        op: Op::JoinWaitlist,
+        function: Function::Reserve,
+    },
+    RouteSpec { method: "GET", path: "/v1/waitlist/{id}", op: Op::GetWaitlistEntry, function: Function::Availability },
+    RouteSpec { method: "DELETE", path: "/v1/waitlist/{id}", op: Op::LeaveWaitlist, function: Function::Reserve },
 ];
 
 /// A matched route with its raw path id (parsed by the handler, so that a non-UUID

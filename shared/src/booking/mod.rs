@@ -6,10 +6,17 @@
 //! that changes a resource's load takes the resource lock, so those paths serialize per
 //! resource and never deadlock; paths on different resources never contend.
 
+mod handover;
+pub mod sweep;
+mod waitlist;
+
+pub use handover::on_freed;
+pub use waitlist::{JoinRequest, get_entry, join_waitlist, leave_waitlist};
+
 use crate::db::{self, DbError, GenericClient, reservations, resources};
 use crate::domain::{
-    Authority, Claim, FieldError, FreePiece, Limits, Principal, Reservation, Resource, Source, Status, free_pieces,
-    validate_range,
+    Authority, Claim, FieldError, FreePiece, Limits, Principal, Reservation, Resource, Source, Status, WaitlistStatus,
+    free_pieces, validate_range,
 };
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -24,6 +31,8 @@ pub enum BookingError {
     ResourceNotFound,
     #[error("reservation not found")]
     ReservationNotFound,
+    #[error("waitlist entry not found")]
+    WaitlistEntryNotFound,
     #[error("the requested capacity is taken")]
     SlotUnavailable,
     #[error("the reservation is not held")]
@@ -121,15 +130,25 @@ pub struct ReserveRequest {
     pub confirm: bool,
 }
 
+/// A reserve that ran to the end. A lost race is an outcome, not an error: the
+/// transaction still commits, because it may have expired lapsed holds and handed them
+/// to the waitlist on the way, and that work must not roll back with the refusal.
+#[derive(Debug)]
+pub enum Reserved {
+    Reserved(Reservation),
+    Unavailable,
+}
+
 /// Holds (or, with `confirm`, books) capacity. Must run inside a transaction: the
 /// resource lock it takes is what makes the load check see every committed competitor.
+/// Commit the transaction on `Ok`, whichever the outcome.
 pub async fn reserve(
     tx: &impl GenericClient,
     owner: &Principal,
     req: &ReserveRequest,
     limits: Limits,
     now: DateTime<Utc>,
-) -> Result<Reservation, BookingError> {
+) -> Result<Reserved, BookingError> {
     let errors = validate_range(req.start, req.end, now, limits);
     if !errors.is_empty() {
         return Err(BookingError::Validation(errors));
@@ -137,7 +156,13 @@ pub async fn reserve(
     if req.quantity < 1 {
         return Err(invalid("quantity", "must be at least 1"));
     }
-    let resource = resources::lock(tx, req.resource_id).await?.ok_or(BookingError::ResourceNotFound)?;
+    // The lock and the inline expiry go out together; the expiry runs once the lock is
+    // held, so it and everything after it see every committed competitor.
+    let (resource, lapsed) = tokio::try_join!(
+        resources::lock(tx, req.resource_id),
+        reservations::expire_lapsed_overlapping(tx, req.resource_id, req.start, req.end, now),
+    )?;
+    let resource = resource.ok_or(BookingError::ResourceNotFound)?;
     if req.quantity > resource.capacity {
         return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
     }
@@ -146,12 +171,14 @@ pub async fn reserve(
         // which is not part of this build yet: say so, never pretend.
         return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 30 });
     }
+    // Capacity that lapsed goes to the waitlist first, not to whoever asks next.
+    on_freed(tx, &resource, &lapsed, now).await?;
     let (status, expires_at) = if req.confirm {
         (Status::Confirmed, None)
     } else {
         (Status::Held, Some(now + Duration::seconds(resource.hold_ttl_seconds.into())))
     };
-    let inserted = reservations::expire_lapsed_and_insert_if_fits(
+    let inserted = reservations::insert_if_fits(
         tx,
         &reservations::NewReservation {
             id: Uuid::new_v4(),
@@ -169,9 +196,10 @@ pub async fn reserve(
     )
     .await;
     match inserted {
-        Ok(Some(r)) => Ok(r),
-        Ok(None) => Err(BookingError::SlotUnavailable),
-        // The exclusion constraint fired: some path skipped the lock. Still a loss.
+        Ok(Some(r)) => Ok(Reserved::Reserved(r)),
+        Ok(None) => Ok(Reserved::Unavailable),
+        // The exclusion constraint fired: some path skipped the lock. Still a loss, and
+        // the transaction is aborted, so this one is an error the caller rolls back.
         Err(e) if e.sql_state() == Some(&tokio_postgres::error::SqlState::EXCLUSION_VIOLATION) => {
             tracing::warn!("exclusion constraint refused an overlapping reservation");
             Err(BookingError::SlotUnavailable)
@@ -234,6 +262,10 @@ pub async fn confirm(
                 return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 30 });
             }
             let r = reservations::set_status(tx, id, Status::Confirmed, None, now).await?;
+            if r.source == Source::WaitlistOffer {
+                // Confirming an offer accepts it; the reservation is the owner's already.
+                db::waitlist::settle_offers(tx, &[r.id], WaitlistStatus::Accepted, now).await?;
+            }
             Ok(Confirmed { reservation: r.as_of(now), changed: true })
         }
         _ => Err(BookingError::NotHeld(r.as_of(now).status)),
@@ -247,17 +279,18 @@ pub async fn release(
     id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Reservation, BookingError> {
-    let (_resource, r) = lock_owned(tx, who, id).await?;
+    let (resource, r) = lock_owned(tx, who, id).await?;
     let next = match r.status {
         Status::Held if r.is_lapsed(now) => Status::Expired,
         Status::Held => Status::Released,
         Status::Confirmed => Status::Cancelled,
         Status::Confirming => return Err(BookingError::InFlight),
-        Status::Released | Status::Expired | Status::Cancelled | Status::Failed => {
-            return Ok(r.as_of(now));
-        }
+        Status::Released | Status::Expired | Status::Cancelled | Status::Failed => return Ok(r.as_of(now)),
     };
-    Ok(reservations::set_status(tx, id, next, None, now).await?.as_of(now))
+    let r = reservations::set_status(tx, id, next, None, now).await?;
+    // The freed capacity goes first to the waitlist, in this same transaction.
+    on_freed(tx, &resource, std::slice::from_ref(&r), now).await?;
+    Ok(r.as_of(now))
 }
 
 #[derive(Debug, Serialize)]

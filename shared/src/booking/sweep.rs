@@ -1,0 +1,105 @@
+//! The scheduled work: expire what lapsed (and hand it over), expire waiting entries
+//! whose range has passed, purge idempotency records past retention. Each task is
+//! bounded in rows and in time and reports what it did; what is left is the next
+//! run's.
+
+use super::on_freed;
+use crate::Clock;
+use crate::db::{DbError, idempotency, reservations, resources, waitlist};
+use deadpool_postgres::Pool;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// Rows one transaction touches at most.
+    pub batch: i64,
+    /// Wall time one task may take; it stops between batches.
+    pub budget: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self { batch: 200, budget: Duration::from_secs(10) }
+    }
+}
+
+#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+pub struct ExpiryReport {
+    pub expired: u64,
+    pub resources: u64,
+    pub offers: u64,
+    /// True when the budget ran out with lapsed holds left over.
+    pub unfinished: bool,
+}
+
+/// Expires lapsed holds and offers, one resource per transaction. The claim skips
+/// resources another transaction holds, so concurrent sweeps share the work, never
+/// process one hold twice and never deadlock.
+pub async fn expire_lapsed(pool: &Pool, clock: &dyn Clock, bounds: Bounds) -> Result<ExpiryReport, DbError> {
+    let started = Instant::now();
+    let mut report = ExpiryReport::default();
+    let mut client = pool.get().await?;
+    let mut empty_claims = 0;
+    loop {
+        if started.elapsed() >= bounds.budget {
+            report.unfinished = true;
+            break;
+        }
+        let now = clock.now();
+        let tx = client.transaction().await?;
+        let expired = reservations::claim_lapsed(&tx, now, bounds.batch).await?;
+        let Some(first) = expired.first() else {
+            tx.commit().await?;
+            // Empty: either nothing is left, or what is left is another sweep's (or
+            // a busy resource's, whose own next reserve expires it inline). A few
+            // tries, then it is the next run's.
+            empty_claims += 1;
+            if empty_claims >= 3 || !reservations::any_lapsed(&client, now).await? {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        };
+        empty_claims = 0;
+        // Locked by the claim above; this read just fetches its settings.
+        let resource = resources::get(&tx, first.resource_id).await?.ok_or(DbError::Corrupt("resource".into()))?;
+        report.offers += on_freed(&tx, &resource, &expired, now).await?;
+        tx.commit().await?;
+        report.expired += expired.len() as u64;
+        report.resources += 1;
+    }
+    Ok(report)
+}
+
+/// Bounded batches of a single-statement task until it runs dry or out of time.
+async fn drain<F, Fut>(bounds: Bounds, mut step: F) -> Result<(u64, bool), DbError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<u64, DbError>>,
+{
+    let started = Instant::now();
+    let mut total = 0;
+    loop {
+        if started.elapsed() >= bounds.budget {
+            return Ok((total, true));
+        }
+        let n = step().await?;
+        total += n;
+        if n < bounds.batch as u64 {
+            return Ok((total, false));
+        }
+    }
+}
+
+/// Waiting entries whose range has ended can never be offered: they expire.
+pub async fn expire_passed_waiting(pool: &Pool, clock: &dyn Clock, bounds: Bounds) -> Result<(u64, bool), DbError> {
+    let client = pool.get().await?;
+    drain(bounds, || waitlist::expire_passed(&client, clock.now(), bounds.batch)).await
+}
+
+/// Idempotency records past their retention are deleted.
+pub async fn purge_idempotency(pool: &Pool, clock: &dyn Clock, bounds: Bounds) -> Result<(u64, bool), DbError> {
+    let client = pool.get().await?;
+    drain(bounds, || idempotency::purge_expired(&client, clock.now(), bounds.batch)).await
+}

@@ -1,0 +1,103 @@
+//! Joining, reading and leaving a resource's waitlist.
+
+use super::handover::{offer_range, on_freed};
+use super::{BookingError, invalid};
+use crate::db::{GenericClient, reservations, resources, waitlist};
+use crate::domain::{Limits, Principal, Status, WaitlistEntry, WaitlistStatus, validate_range};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+pub struct JoinRequest {
+    pub resource_id: Uuid,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub quantity: i32,
+}
+
+/// Joins the queue; if the capacity is free now (and nobody ahead wants it), the entry
+/// is offered at once. Run inside a transaction.
+pub async fn join_waitlist(
+    tx: &impl GenericClient,
+    who: &Principal,
+    req: &JoinRequest,
+    limits: Limits,
+    now: DateTime<Utc>,
+) -> Result<WaitlistEntry, BookingError> {
+    let errors = validate_range(req.start, req.end, now, limits);
+    if !errors.is_empty() {
+        return Err(BookingError::Validation(errors));
+    }
+    if req.quantity < 1 {
+        return Err(invalid("quantity", "must be at least 1"));
+    }
+    let (resource, lapsed) = tokio::try_join!(
+        resources::lock(tx, req.resource_id),
+        reservations::expire_lapsed_overlapping(tx, req.resource_id, req.start, req.end, now),
+    )?;
+    let resource = resource.ok_or(BookingError::ResourceNotFound)?;
+    if req.quantity > resource.capacity {
+        return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
+    }
+    // Whoever was already waiting gets the lapsed capacity before this newcomer.
+    on_freed(tx, &resource, &lapsed, now).await?;
+    let entry = waitlist::insert(
+        tx,
+        &waitlist::NewEntry {
+            id: Uuid::new_v4(),
+            resource_id: resource.id,
+            owner: &who.id,
+            start: req.start,
+            end: req.end,
+            quantity: req.quantity,
+            now,
+        },
+    )
+    .await?;
+    offer_range(tx, &resource, req.start, req.end, now).await?;
+    waitlist::get(tx, entry.id, now).await?.ok_or(BookingError::WaitlistEntryNotFound)
+}
+
+/// Reads an entry; others' entries are not found, except for admins.
+pub async fn get_entry(
+    c: &impl GenericClient,
+    who: &Principal,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<WaitlistEntry, BookingError> {
+    match waitlist::get(c, id, now).await? {
+        Some(e) if e.owner == who.id || who.admin => Ok(e),
+        _ => Err(BookingError::WaitlistEntryNotFound),
+    }
+}
+
+/// Leaves the queue. An offered entry's hold is released and passed on to the next
+/// waiter; an accepted entry stays accepted (its booking is cancelled through the
+/// reservation). Leaving again answers the entry as it is.
+pub async fn leave_waitlist(
+    tx: &impl GenericClient,
+    who: &Principal,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<WaitlistEntry, BookingError> {
+    let resource_id = waitlist::resource_of(tx, id).await?.ok_or(BookingError::WaitlistEntryNotFound)?;
+    let resource = resources::lock(tx, resource_id).await?.ok_or(BookingError::WaitlistEntryNotFound)?;
+    let entry = match waitlist::lock(tx, id).await? {
+        Some(e) if e.owner == who.id => e,
+        _ => return Err(BookingError::WaitlistEntryNotFound),
+    };
+    match (entry.status, entry.reservation_id) {
+        (WaitlistStatus::Waiting, _) => {
+            waitlist::set_status(tx, id, WaitlistStatus::Cancelled, now).await?;
+        }
+        (WaitlistStatus::Offered, Some(offer_id)) => {
+            let offer = reservations::lock(tx, offer_id).await?.ok_or(BookingError::WaitlistEntryNotFound)?;
+            if offer.status == Status::Held {
+                let next = if offer.is_lapsed(now) { Status::Expired } else { Status::Released };
+                let offer = reservations::set_status(tx, offer_id, next, None, now).await?;
+                on_freed(tx, &resource, std::slice::from_ref(&offer), now).await?;
+            }
+        }
+        _ => {}
+    }
+    waitlist::get(tx, id, now).await?.ok_or(BookingError::WaitlistEntryNotFound)
+}

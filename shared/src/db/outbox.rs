@@ -1,0 +1,90 @@
+//! SQL for the `outbox` table. Events are written by the statements that change state
+//! (see reservations.rs and waitlist.rs), in the same transaction; this module is the
+//! relay's side: claim what is due, mark it published or failed.
+
+use super::{DbError, GenericClient};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// Claims due events in order, skipping rows another relay holds, and leases them by
+/// pushing `next_attempt_at` to `$3`: if this relay dies after publishing, the events
+/// come due again and are sent again with the same id (at least once).
+pub const CLAIM_DUE: &str = "WITH due AS ( \
+       SELECT id FROM outbox WHERE published_at IS NULL AND next_attempt_at <= $1 \
+       ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
+     UPDATE outbox o SET next_attempt_at = $3, attempts = o.attempts + 1 FROM due WHERE o.id = due.id \
+     RETURNING o.id, o.seq, o.kind, o.subject_id, o.payload, o.created_at, o.attempts";
+
+pub const MARK_PUBLISHED: &str = "UPDATE outbox SET published_at = $2, last_error = NULL WHERE id = ANY($1)";
+
+pub const MARK_FAILED: &str = "UPDATE outbox SET next_attempt_at = $2, last_error = $3 WHERE id = $1";
+
+pub const PURGE_PUBLISHED: &str = "DELETE FROM outbox WHERE id IN ( \
+     SELECT id FROM outbox WHERE published_at < $1 ORDER BY published_at LIMIT $2)";
+
+pub const PENDING: &str = "SELECT count(*) FROM outbox WHERE published_at IS NULL";
+
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub id: Uuid,
+    pub seq: i64,
+    pub kind: String,
+    pub subject_id: Uuid,
+    pub payload: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+    pub attempts: i32,
+}
+
+pub async fn claim_due(
+    c: &impl GenericClient,
+    now: DateTime<Utc>,
+    limit: i64,
+    lease_until: DateTime<Utc>,
+) -> Result<Vec<Event>, DbError> {
+    let stmt = c.prepare_cached(CLAIM_DUE).await?;
+    let mut events: Vec<Event> = c
+        .query(&stmt, &[&now, &limit, &lease_until])
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(Event {
+                id: r.try_get("id")?,
+                seq: r.try_get("seq")?,
+                kind: r.try_get("kind")?,
+                subject_id: r.try_get("subject_id")?,
+                payload: r.try_get("payload")?,
+                created_at: r.try_get("created_at")?,
+                attempts: r.try_get("attempts")?,
+            })
+        })
+        .collect::<Result<_, tokio_postgres::Error>>()?;
+    // UPDATE ... RETURNING does not keep the claim's order.
+    events.sort_by_key(|e| e.seq);
+    Ok(events)
+}
+
+pub async fn mark_published(c: &impl GenericClient, ids: &[Uuid], now: DateTime<Utc>) -> Result<u64, DbError> {
+    let stmt = c.prepare_cached(MARK_PUBLISHED).await?;
+    Ok(c.execute(&stmt, &[&ids, &now]).await?)
+}
+
+pub async fn mark_failed(
+    c: &impl GenericClient,
+    id: Uuid,
+    retry_at: DateTime<Utc>,
+    error: &str,
+) -> Result<(), DbError> {
+    let stmt = c.prepare_cached(MARK_FAILED).await?;
+    c.execute(&stmt, &[&id, &retry_at, &error]).await?;
+    Ok(())
+}
+
+pub async fn purge_published(c: &impl GenericClient, before: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
+    let stmt = c.prepare_cached(PURGE_PUBLISHED).await?;
+    Ok(c.execute(&stmt, &[&before, &limit]).await?)
+}
+
+pub async fn pending(c: &impl GenericClient) -> Result<i64, DbError> {
+    let stmt = c.prepare_cached(PENDING).await?;
+    Ok(c.query_one(&stmt, &[]).await?.get(0))
+}

@@ -1,0 +1,232 @@
+//! SQL for the `waitlist_entries` table.
+
+use super::{DbError, GenericClient};
+use crate::domain::{WaitlistEntry, WaitlistStatus};
+use chrono::{DateTime, Utc};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+macro_rules! columns {
+    () => {
+        "w.id, w.resource_id, w.owner, w.starts_at, w.ends_at, w.quantity, w.status, w.seq, w.reservation_id, \
+         w.created_at, w.updated_at"
+    };
+}
+
+/// The outbox payload of a waitlist event.
+macro_rules! event_payload {
+    ($row:literal) => {
+        concat!(
+            "jsonb_build_object('entry_id', ",
+            $row,
+            ".id, 'resource_id', ",
+            $row,
+            ".resource_id, ",
+            "'owner', ",
+            $row,
+            ".owner, 'start', ",
+            $row,
+            ".starts_at, 'end', ",
+            $row,
+            ".ends_at, ",
+            "'quantity', ",
+            $row,
+            ".quantity, 'status', ",
+            $row,
+            ".status, 'reservation_id', ",
+            $row,
+            ".reservation_id)"
+        )
+    };
+}
+
+pub const INSERT: &str = concat!(
+    "INSERT INTO waitlist_entries AS w (id, resource_id, owner, starts_at, ends_at, quantity, status, created_at, ",
+    "updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'WAITING', $7, $7) RETURNING ",
+    columns!(),
+    ", NULL::bigint AS position, false AS offer_lapsed"
+);
+
+/// An entry with its FIFO position (while waiting) and whether its offer has lapsed
+/// unswept (`$2` is now).
+pub const GET: &str = concat!(
+    "SELECT ",
+    columns!(),
+    ", CASE WHEN w.status = 'WAITING' THEN (SELECT count(*) FROM waitlist_entries x ",
+    "  WHERE x.resource_id = w.resource_id AND x.status = 'WAITING' AND x.seq <= w.seq) END AS position, ",
+    "(w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= $2) IS TRUE AS offer_lapsed ",
+    "FROM waitlist_entries w LEFT JOIN reservations r ON r.id = w.reservation_id WHERE w.id = $1"
+);
+
+pub const LOCK: &str = concat!(
+    "SELECT ",
+    columns!(),
+    ", NULL::bigint AS position, false AS offer_lapsed FROM waitlist_entries w WHERE w.id = $1 FOR UPDATE"
+);
+
+pub const RESOURCE_OF: &str = "SELECT resource_id FROM waitlist_entries WHERE id = $1";
+
+/// Waiting entries that a freed range may serve, first come first served.
+pub const WAITING_OVERLAPPING: &str = concat!(
+    "SELECT ",
+    columns!(),
+    ", NULL::bigint AS position, false AS offer_lapsed FROM waitlist_entries w ",
+    "WHERE w.resource_id = $1 AND w.status = 'WAITING' AND w.period && tstzrange($2, $3, '[)') AND w.ends_at > $4 ",
+    "ORDER BY w.seq LIMIT $5"
+);
+
+pub const MARK_OFFERED: &str = concat!(
+    "WITH upd AS (",
+    "  UPDATE waitlist_entries SET status = 'OFFERED', reservation_id = $2, updated_at = $3 ",
+    "  WHERE id = $1 AND status = 'WAITING' RETURNING *",
+    "), ev AS (",
+    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
+    "  SELECT 'waitlist.offered', upd.id, ",
+    event_payload!("upd"),
+    ", $3, $3 FROM upd",
+    ") SELECT count(*) FROM upd"
+);
+
+/// Settles the entries behind offers whose reservations moved on (`$2`: ACCEPTED,
+/// EXPIRED or CANCELLED); a lapse records `waitlist.offer_expired`.
+pub const SETTLE_OFFERS: &str = concat!(
+    "WITH upd AS (",
+    "  UPDATE waitlist_entries SET status = $2, updated_at = $3 ",
+    "  WHERE reservation_id = ANY($1) AND status = 'OFFERED' RETURNING *",
+    "), ev AS (",
+    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
+    "  SELECT 'waitlist.offer_expired', upd.id, ",
+    event_payload!("upd"),
+    ", $3, $3 FROM upd WHERE upd.status = 'EXPIRED'",
+    ") SELECT count(*) FROM upd"
+);
+
+pub const SET_STATUS: &str = concat!(
+    "UPDATE waitlist_entries AS w SET status = $2, updated_at = $3 WHERE id = $1 RETURNING ",
+    columns!(),
+    ", NULL::bigint AS position, false AS offer_lapsed"
+);
+
+/// The sweep's claim of waiting entries whose range has ended: nothing can be offered
+/// for them any more.
+pub const EXPIRE_PASSED: &str = "UPDATE waitlist_entries SET status = 'EXPIRED', updated_at = $1 WHERE id IN ( \
+     SELECT id FROM waitlist_entries WHERE status = 'WAITING' AND ends_at <= $1 \
+     ORDER BY ends_at LIMIT $2 FOR UPDATE SKIP LOCKED) AND status = 'WAITING'";
+
+pub struct NewEntry<'a> {
+    pub id: Uuid,
+    pub resource_id: Uuid,
+    pub owner: &'a str,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub quantity: i32,
+    pub now: DateTime<Utc>,
+}
+
+pub async fn insert(c: &impl GenericClient, e: &NewEntry<'_>) -> Result<WaitlistEntry, DbError> {
+    let stmt = c.prepare_cached(INSERT).await?;
+    let row = c.query_one(&stmt, &[&e.id, &e.resource_id, &e.owner, &e.start, &e.end, &e.quantity, &e.now]).await?;
+    from_row(&row)
+}
+
+pub async fn get(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<Option<WaitlistEntry>, DbError> {
+    let stmt = c.prepare_cached(GET).await?;
+    c.query_opt(&stmt, &[&id, &now]).await?.as_ref().map(from_row).transpose()
+}
+
+pub async fn lock(c: &impl GenericClient, id: Uuid) -> Result<Option<WaitlistEntry>, DbError> {
+    let stmt = c.prepare_cached(LOCK).await?;
+    c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+}
+
+pub async fn resource_of(c: &impl GenericClient, id: Uuid) -> Result<Option<Uuid>, DbError> {
+    let stmt = c.prepare_cached(RESOURCE_OF).await?;
+    Ok(c.query_opt(&stmt, &[&id]).await?.map(|row| row.get(0)))
+}
+
+pub async fn waiting_overlapping(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<WaitlistEntry>, DbError> {
+    let stmt = c.prepare_cached(WAITING_OVERLAPPING).await?;
+    c.query(&stmt, &[&resource_id, &start, &end, &now, &limit]).await?.iter().map(from_row).collect()
+}
+
+pub async fn mark_offered(
+    c: &impl GenericClient,
+    id: Uuid,
+    reservation_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<bool, DbError> {
+    let stmt = c.prepare_cached(MARK_OFFERED).await?;
+    Ok(c.query_one(&stmt, &[&id, &reservation_id, &now]).await?.get::<_, i64>(0) == 1)
+}
+
+pub async fn settle_offers(
+    c: &impl GenericClient,
+    reservation_ids: &[Uuid],
+    to: WaitlistStatus,
+    now: DateTime<Utc>,
+) -> Result<u64, DbError> {
+    if reservation_ids.is_empty() {
+        return Ok(0);
+    }
+    let stmt = c.prepare_cached(SETTLE_OFFERS).await?;
+    Ok(c.query_one(&stmt, &[&reservation_ids, &status_str(to), &now]).await?.get::<_, i64>(0) as u64)
+}
+
+pub async fn set_status(
+    c: &impl GenericClient,
+    id: Uuid,
+    to: WaitlistStatus,
+    now: DateTime<Utc>,
+) -> Result<WaitlistEntry, DbError> {
+    let stmt = c.prepare_cached(SET_STATUS).await?;
+    from_row(&c.query_one(&stmt, &[&id, &status_str(to), &now]).await?)
+}
+
+pub async fn expire_passed(c: &impl GenericClient, now: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
+    let stmt = c.prepare_cached(EXPIRE_PASSED).await?;
+    Ok(c.execute(&stmt, &[&now, &limit]).await?)
+}
+
+pub fn status_str(s: WaitlistStatus) -> &'static str {
+    match s {
+        WaitlistStatus::Waiting => "WAITING",
+        WaitlistStatus::Offered => "OFFERED",
+        WaitlistStatus::Accepted => "ACCEPTED",
+        WaitlistStatus::Expired => "EXPIRED",
+        WaitlistStatus::Cancelled => "CANCELLED",
+    }
+}
+
+fn from_row(row: &Row) -> Result<WaitlistEntry, DbError> {
+    let status = match row.try_get::<_, &str>("status")? {
+        "WAITING" => WaitlistStatus::Waiting,
+        "OFFERED" => WaitlistStatus::Offered,
+        "ACCEPTED" => WaitlistStatus::Accepted,
+        "EXPIRED" => WaitlistStatus::Expired,
+        "CANCELLED" => WaitlistStatus::Cancelled,
+        other => return Err(DbError::Corrupt(format!("waitlist status {other}"))),
+    };
+    let lapsed: bool = row.try_get("offer_lapsed")?;
+    Ok(WaitlistEntry {
+        id: row.try_get("id")?,
+        resource_id: row.try_get("resource_id")?,
+        owner: row.try_get("owner")?,
+        start: row.try_get("starts_at")?,
+        end: row.try_get("ends_at")?,
+        quantity: row.try_get("quantity")?,
+        // An offer that lapsed reads as expired before the sweep writes it down.
+        status: if lapsed { WaitlistStatus::Expired } else { status },
+        position: row.try_get::<_, Option<i64>>("position")?.filter(|_| status == WaitlistStatus::Waiting),
+        reservation_id: row.try_get("reservation_id")?,
+        seq: row.try_get("seq")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}

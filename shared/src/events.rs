@@ -1,0 +1,196 @@
+//! The outbox relay: events written in the same transaction as the state change they
+//! describe are published after commit, at least once, in order of writing, and marked
+//! published. A publish that fails is retried with exponential backoff; an event is
+//! never dropped. Each event's id is stable, so consumers drop duplicates by it (and a
+//! FIFO queue deduplicates by it).
+
+use crate::Clock;
+use crate::db::{DbError, outbox};
+use chrono::Duration as ChronoDuration;
+use deadpool_postgres::Pool;
+use serde::Serialize;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// The message body consumers receive.
+#[derive(Debug, Clone, Serialize)]
+pub struct Envelope {
+    pub id: uuid::Uuid,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub subject_id: uuid::Uuid,
+    pub occurred_at: chrono::DateTime<chrono::Utc>,
+    pub data: serde_json::Value,
+}
+
+impl From<&outbox::Event> for Envelope {
+    fn from(e: &outbox::Event) -> Self {
+        Envelope {
+            id: e.id,
+            kind: e.kind.clone(),
+            subject_id: e.subject_id,
+            occurred_at: e.created_at,
+            data: e.payload.clone(),
+        }
+    }
+}
+
+/// Where events go. One result per event, in order: `Err` means "not delivered, retry".
+pub trait Publisher: Send + Sync {
+    fn publish(&self, batch: &[Envelope]) -> impl Future<Output = Vec<Result<(), String>>> + Send;
+}
+
+/// For a local run without a queue: events go to the log.
+pub struct LogPublisher;
+
+impl Publisher for LogPublisher {
+    async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), String>> {
+        batch
+            .iter()
+            .map(|e| {
+                tracing::info!(event_id = %e.id, kind = %e.kind, subject_id = %e.subject_id, "event");
+                Ok(())
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+pub struct RelayReport {
+    pub published: u64,
+    pub failed: u64,
+    pub unfinished: bool,
+}
+
+/// The backoff after `attempts` failed publishes: 1 s, 2 s, 4 s ... capped at 5 minutes.
+pub fn backoff(attempts: i32) -> ChronoDuration {
+    let exp = attempts.clamp(1, 20) - 1;
+    ChronoDuration::seconds((1i64 << exp).min(300))
+}
+
+/// How long a claimed batch is leased to this relay before another may send it again.
+const LEASE: ChronoDuration = ChronoDuration::seconds(30);
+/// SendMessageBatch takes at most ten messages.
+const BATCH: i64 = 10;
+
+/// Publishes due events until none are left or the budget is spent.
+pub async fn relay<P: Publisher>(
+    pool: &Pool,
+    clock: &dyn Clock,
+    publisher: &P,
+    budget: Duration,
+) -> Result<RelayReport, DbError> {
+    let started = Instant::now();
+    let client = pool.get().await?;
+    let mut report = RelayReport::default();
+    loop {
+        if started.elapsed() >= budget {
+            report.unfinished = true;
+            break;
+        }
+        let now = clock.now();
+        let events = outbox::claim_due(&client, now, BATCH, now + LEASE).await?;
+        if events.is_empty() {
+            break;
+        }
+        let envelopes: Vec<Envelope> = events.iter().map(Envelope::from).collect();
+        let outcomes = publisher.publish(&envelopes).await;
+        let mut delivered = Vec::with_capacity(events.len());
+        for (i, event) in events.iter().enumerate() {
+            match outcomes.get(i).cloned().unwrap_or_else(|| Err("no outcome reported".into())) {
+                Ok(()) => delivered.push(event.id),
+                Err(reason) => {
+                    report.failed += 1;
+                    tracing::warn!(event_id = %event.id, attempts = event.attempts, %reason, "publish failed; will retry");
+                    outbox::mark_failed(&client, event.id, clock.now() + backoff(event.attempts), &reason).await?;
+                }
+            }
+        }
+        let nothing_delivered = delivered.is_empty();
+        report.published += outbox::mark_published(&client, &delivered, clock.now()).await?;
+        if nothing_delivered {
+            // The queue is refusing everything: leave the rest for the next run.
+            break;
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(feature = "sqs")]
+pub use sqs::SqsPublisher;
+
+#[cfg(feature = "sqs")]
+mod sqs {
+    use super::{Envelope, Publisher};
+    use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+
+    /// Publishes to an SQS queue with SendMessageBatch. On a FIFO queue the subject is
+    /// the message group (one reservation's events stay in order) and the event id is
+    /// the deduplication id.
+    pub struct SqsPublisher {
+        client: aws_sdk_sqs::Client,
+        queue_url: String,
+    }
+
+    impl SqsPublisher {
+        pub fn new(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
+            Self { client, queue_url }
+        }
+
+        /// A client from the standard AWS environment (credentials, region, and
+        /// `AWS_ENDPOINT_URL_SQS` for a local endpoint such as moto).
+        pub async fn from_env(queue_url: String) -> Self {
+            let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            Self::new(aws_sdk_sqs::Client::new(&config), queue_url)
+        }
+    }
+
+    impl Publisher for SqsPublisher {
+        async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), String>> {
+            let fifo = self.queue_url.ends_with(".fifo");
+            let mut entries = Vec::with_capacity(batch.len());
+            for (i, e) in batch.iter().enumerate() {
+                let body = serde_json::to_string(e).expect("envelopes serialize");
+                let mut entry = SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body);
+                if fifo {
+                    entry = entry.message_group_id(e.subject_id.to_string()).message_deduplication_id(e.id.to_string());
+                }
+                match entry.build() {
+                    Ok(entry) => entries.push(entry),
+                    Err(err) => return batch.iter().map(|_| Err(err.to_string())).collect(),
+                }
+            }
+            let sent =
+                self.client.send_message_batch().queue_url(&self.queue_url).set_entries(Some(entries)).send().await;
+            match sent {
+                Err(err) => {
+                    let reason = aws_sdk_sqs::error::DisplayErrorContext(&err).to_string();
+                    batch.iter().map(|_| Err(reason.clone())).collect()
+                }
+                Ok(out) => {
+                    let mut outcomes: Vec<Result<(), String>> = vec![Ok(()); batch.len()];
+                    for failed in out.failed() {
+                        if let Some(slot) = failed.id().parse::<usize>().ok().and_then(|i| outcomes.get_mut(i)) {
+                            *slot = Err(format!("{}: {}", failed.code(), failed.message().unwrap_or("")));
+                        }
+                    }
+                    outcomes
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        assert_eq!(backoff(1), ChronoDuration::seconds(1));
+        assert_eq!(backoff(2), ChronoDuration::seconds(2));
+        assert_eq!(backoff(5), ChronoDuration::seconds(16));
+        assert_eq!(backoff(12), ChronoDuration::seconds(300));
+        assert_eq!(backoff(1000), ChronoDuration::seconds(300));
+    }
+}

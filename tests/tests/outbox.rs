@@ -1,0 +1,196 @@
+//! Events are recorded with the state changes they describe, and delivered at least
+//! once, with stable ids, however often the publisher fails.
+
+use acceptance::{Moto, TestApp, hours, send};
+use chrono::{Duration, Utc};
+use futures::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shared::clock::ManualClock;
+use shared::events::{Envelope, Publisher, SqsPublisher, relay};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use uuid::Uuid;
+
+async fn kinds_of(app: &TestApp, subject: &Value) -> Vec<String> {
+    let id = Uuid::parse_str(subject.as_str().unwrap()).unwrap();
+    app.db()
+        .await
+        .query("SELECT kind FROM outbox WHERE subject_id = $1 ORDER BY seq", &[&id])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[tokio::test]
+async fn every_state_change_records_its_event_in_the_same_transaction() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 60})).await;
+    let (s, e) = hours(10, 11);
+    let (_, a) = app.reserve("alice", room, (&s, &e), 1).await;
+    send(
+        app.http
+            .post(app.url(&format!("/v1/reservations/{}/confirm", a["id"].as_str().unwrap())))
+            .header("x-principal", "alice"),
+    )
+    .await;
+    let (_, bob) =
+        send(app.post("bob", &format!("/v1/resources/{room}/waitlist"), &json!({"start": s, "end": e}))).await;
+    send(app.delete("alice", &format!("/v1/reservations/{}", a["id"].as_str().unwrap()))).await;
+    assert_eq!(kinds_of(&app, &a["id"]).await, ["reservation.held", "reservation.confirmed", "reservation.cancelled"]);
+    let (_, bob) = send(app.get("bob", &format!("/v1/waitlist/{}", bob["id"].as_str().unwrap()))).await;
+    assert_eq!(kinds_of(&app, &bob["id"]).await, ["waitlist.offered"]);
+    clock.advance(Duration::seconds(901));
+    sweeper::sweep(&app.state, &shared::events::LogPublisher, Default::default()).await;
+    assert_eq!(kinds_of(&app, &bob["reservation_id"]).await, ["reservation.held", "reservation.expired"]);
+    assert_eq!(kinds_of(&app, &bob["id"]).await, ["waitlist.offered", "waitlist.offer_expired"]);
+    // A refused request changes nothing and records nothing.
+    let (_, _) = app.reserve("carol", room, (&s, &e), 1).await;
+    let (status, _) = app.reserve("dave", room, (&s, &e), 1).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let n: i64 = app
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM outbox WHERE payload->>'owner' = 'dave'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+}
+
+/// Fails now and then: sometimes nothing gets through, sometimes a message gets
+/// through but its acknowledgement is lost (so it will be sent again).
+struct Flaky {
+    calls: AtomicU64,
+    delivered: Mutex<Vec<Envelope>>,
+}
+
+impl Publisher for Flaky {
+    async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), String>> {
+        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        if call.is_multiple_of(5) {
+            return batch.iter().map(|_| Err("throttled".to_string())).collect();
+        }
+        self.delivered.lock().unwrap().extend(batch.iter().cloned());
+        batch
+            .iter()
+            .enumerate()
+            .map(|(i, _)| if call.is_multiple_of(7) && i % 2 == 0 { Err("ack lost".to_string()) } else { Ok(()) })
+            .collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_events_through_a_flaky_publisher_are_all_delivered_with_stable_ids() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let hall = app.resource(1000).await;
+    let (s, e) = hours(10, 11);
+    let made = futures::stream::iter(0..1000)
+        .map(|i| {
+            let (app, s, e) = (&app, &s, &e);
+            async move { app.reserve(&format!("u{i}"), hall, (s, e), 1).await.0 }
+        })
+        .buffer_unordered(32)
+        .filter(|s| futures::future::ready(*s == StatusCode::CREATED))
+        .count()
+        .await;
+    assert_eq!(made, 1000);
+
+    let flaky = Flaky { calls: AtomicU64::new(0), delivered: Mutex::new(Vec::new()) };
+    let mut runs = 0;
+    loop {
+        let report = relay(&app.state.pool, clock.as_ref(), &flaky, std::time::Duration::from_secs(30)).await.unwrap();
+        runs += 1;
+        let pending = shared::db::outbox::pending(&app.db().await).await.unwrap();
+        if pending == 0 {
+            break;
+        }
+        assert!(runs < 100, "the relay never drained: {report:?}, {pending} pending");
+        // Past every backoff, so the failed ones come due.
+        clock.advance(Duration::minutes(10));
+    }
+    assert!(runs > 1, "the publisher failed at least once, so more than one run was needed");
+
+    let delivered = flaky.delivered.lock().unwrap().clone();
+    let written: HashSet<Uuid> =
+        app.db().await.query("SELECT id FROM outbox", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(written.len(), 1000);
+    let mut by_id: HashMap<Uuid, Vec<String>> = HashMap::new();
+    for envelope in delivered.iter() {
+        by_id.entry(envelope.id).or_default().push(serde_json::to_string(envelope).unwrap());
+    }
+    let ids: HashSet<Uuid> = by_id.keys().copied().collect();
+    assert_eq!(ids, written, "every event was delivered, none was lost or invented");
+    let duplicated = by_id.values().filter(|copies| copies.len() > 1).count();
+    assert!(duplicated > 0, "lost acknowledgements made duplicates");
+    assert!(by_id.values().all(|copies| copies.iter().all(|c| c == &copies[0])), "a duplicate is the same event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_delivers_to_sqs_and_deduplicates_on_a_fifo_queue() {
+    let moto = Moto::start().await;
+    let app = TestApp::spawn().await;
+    let room = app.resource(50).await;
+    for i in 0..25 {
+        let (s, e) = hours(10, 11);
+        assert_eq!(app.reserve(&format!("u{i}"), room, (&s, &e), 1).await.0, StatusCode::CREATED);
+    }
+    for name in ["events", "events.fifo"] {
+        let url = moto.queue(name).await;
+        let publisher = SqsPublisher::new(moto.sqs().await, url.clone());
+        // Mark everything due again for the second queue.
+        app.db().await.execute("UPDATE outbox SET published_at = NULL, next_attempt_at = now()", &[]).await.unwrap();
+        let report = relay(&app.state.pool, app.state.clock.as_ref(), &publisher, std::time::Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!((report.published, report.failed), (25, 0), "{name}");
+        if name.ends_with(".fifo") {
+            // A relay that died before marking its batch sends it again: the FIFO queue
+            // drops the copies by the event id.
+            app.db()
+                .await
+                .execute("UPDATE outbox SET published_at = NULL, next_attempt_at = now()", &[])
+                .await
+                .unwrap();
+            relay(&app.state.pool, app.state.clock.as_ref(), &publisher, std::time::Duration::from_secs(30))
+                .await
+                .unwrap();
+        }
+        let messages = moto.drain(&url).await;
+        let ids: HashSet<&str> = messages.iter().map(|m| m["id"].as_str().unwrap()).collect();
+        assert_eq!((messages.len(), ids.len()), (25, 25), "{name}");
+        assert!(messages.iter().all(|m| m["type"] == "reservation.held" && m["data"]["resource_id"] == json!(room)));
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_queue_loses_nothing() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let (s, e) = hours(10, 11);
+    app.reserve("alice", room, (&s, &e), 1).await;
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url("http://127.0.0.1:1")
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests"))
+        .load()
+        .await;
+    let publisher =
+        SqsPublisher::new(aws_sdk_sqs::Client::new(&config), "http://127.0.0.1:1/000000000000/events".into());
+    let report =
+        relay(&app.state.pool, app.state.clock.as_ref(), &publisher, std::time::Duration::from_secs(30)).await.unwrap();
+    assert_eq!((report.published, report.failed), (0, 1));
+    let row = app
+        .db()
+        .await
+        .query_one("SELECT attempts, last_error IS NOT NULL, published_at IS NULL FROM outbox", &[])
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, i32>(0), row.get::<_, bool>(1), row.get::<_, bool>(2)), (1, true, true));
+}

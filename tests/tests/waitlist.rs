@@ -1,0 +1,337 @@
+//! The waitlist: freed capacity is handed over in FIFO order, in the transaction that
+//! frees it, and never exceeds the capacity.
+
+use acceptance::{TestApp, hours, send, slug};
+use chrono::{Duration, Utc};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shared::booking::sweep::Bounds;
+use shared::clock::ManualClock;
+use shared::domain::{Claim, peak_load};
+use shared::events::LogPublisher;
+use std::sync::Arc;
+use uuid::Uuid;
+
+async fn hold(app: &TestApp, who: &str, resource: Uuid, from: i64, to: i64) -> Value {
+    let (s, e) = hours(from, to);
+    let (status, body) = app.reserve(who, resource, (&s, &e), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body
+}
+
+async fn join(app: &TestApp, who: &str, resource: Uuid, from: i64, to: i64, quantity: i32) -> Value {
+    let (s, e) = hours(from, to);
+    let (status, body) = send(app.post(
+        who,
+        &format!("/v1/resources/{resource}/waitlist"),
+        &json!({"start": s, "end": e, "quantity": quantity}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body
+}
+
+async fn entry(app: &TestApp, who: &str, e: &Value) -> Value {
+    let (status, body) = send(app.get(who, &format!("/v1/waitlist/{}", e["id"].as_str().unwrap()))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body
+}
+
+async fn reservation(app: &TestApp, who: &str, id: &Value) -> Value {
+    send(app.get(who, &format!("/v1/reservations/{}", id.as_str().unwrap()))).await.1
+}
+
+fn rpath(id: &Value) -> String {
+    format!("/v1/reservations/{}", id.as_str().unwrap())
+}
+
+async fn confirm(app: &TestApp, who: &str, id: &Value) -> (StatusCode, Value) {
+    send(app.http.post(app.url(&format!("{}/confirm", rpath(id)))).header("x-principal", who)).await
+}
+
+#[tokio::test]
+async fn a_release_offers_the_slot_to_the_first_waiter_and_not_to_the_second() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let alice = hold(&app, "alice", room, 10, 11).await;
+    let bob = join(&app, "bob", room, 10, 11, 1).await;
+    let carol = join(&app, "carol", room, 10, 11, 1).await;
+    assert_eq!((bob["status"].as_str(), bob["position"].as_i64()), (Some("WAITING"), Some(1)));
+    assert_eq!((carol["status"].as_str(), carol["position"].as_i64()), (Some("WAITING"), Some(2)));
+
+    send(app.delete("alice", &rpath(&alice["id"]))).await;
+    let bob = entry(&app, "bob", &bob).await;
+    assert_eq!(bob["status"], "OFFERED");
+    assert_eq!(bob["position"], Value::Null);
+    let offer = reservation(&app, "bob", &bob["reservation_id"]).await;
+    assert_eq!((offer["status"].as_str(), offer["source"].as_str()), (Some("HELD"), Some("waitlist_offer")));
+    assert_eq!(offer["owner"], "bob");
+    let carol = entry(&app, "carol", &carol).await;
+    assert_eq!((carol["status"].as_str(), carol["position"].as_i64()), (Some("WAITING"), Some(1)));
+    // The slot went to bob, not back to the public pool.
+    let (s, e) = hours(10, 11);
+    assert_eq!(app.reserve("dave", room, (&s, &e), 1).await.0, StatusCode::CONFLICT);
+}
+
+#[tokio::test]
+async fn a_declined_offer_passes_to_the_next_waiter_and_confirming_accepts() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let alice = hold(&app, "alice", room, 10, 11).await;
+    let bob = join(&app, "bob", room, 10, 11, 1).await;
+    let carol = join(&app, "carol", room, 10, 11, 1).await;
+    send(app.delete("alice", &rpath(&alice["id"]))).await;
+    let bob = entry(&app, "bob", &bob).await;
+
+    // Only the entry's owner can accept: the offer is bob's reservation.
+    assert_eq!(confirm(&app, "carol", &bob["reservation_id"]).await.0, StatusCode::NOT_FOUND);
+    // Bob declines by deleting the offer; it passes to carol.
+    let (status, declined) = send(app.delete("bob", &rpath(&bob["reservation_id"]))).await;
+    assert_eq!((status, declined["status"].as_str()), (StatusCode::OK, Some("RELEASED")));
+    assert_eq!(entry(&app, "bob", &bob).await["status"], "CANCELLED");
+    let carol = entry(&app, "carol", &carol).await;
+    assert_eq!(carol["status"], "OFFERED");
+
+    let (status, accepted) = confirm(&app, "carol", &carol["reservation_id"]).await;
+    assert_eq!((status, accepted["status"].as_str()), (StatusCode::OK, Some("CONFIRMED")));
+    assert_eq!(entry(&app, "carol", &carol).await["status"], "ACCEPTED");
+}
+
+#[tokio::test]
+async fn joining_when_the_capacity_is_free_offers_at_once() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let e = join(&app, "bob", room, 10, 11, 1).await;
+    assert_eq!(e["status"], "OFFERED");
+    let offer = reservation(&app, "bob", &e["reservation_id"]).await;
+    assert_eq!(offer["status"], "HELD");
+}
+
+#[tokio::test]
+async fn entries_that_do_not_fit_keep_waiting_and_later_ones_that_fit_are_offered() {
+    let app = TestApp::spawn().await;
+    let hall = app.resource(3).await;
+    let (s, e) = hours(10, 11);
+    let (_, a) = app.reserve("alice", hall, (&s, &e), 1).await;
+    app.reserve("amy", hall, (&s, &e), 2).await;
+    let big = join(&app, "bob", hall, 10, 11, 2).await;
+    let small = join(&app, "carol", hall, 10, 11, 1).await;
+    assert_eq!((big["status"].as_str(), small["status"].as_str()), (Some("WAITING"), Some("WAITING")));
+    // One unit frees: bob (2) does not fit and keeps his place; carol (1) does.
+    send(app.delete("alice", &rpath(&a["id"]))).await;
+    let big = entry(&app, "bob", &big).await;
+    assert_eq!((big["status"].as_str(), big["position"].as_i64()), (Some("WAITING"), Some(1)));
+    assert_eq!(entry(&app, "carol", &small).await["status"], "OFFERED");
+}
+
+#[tokio::test]
+async fn an_offer_that_lapses_passes_on_and_leaving_an_offered_entry_passes_it_on_too() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "offer_ttl_seconds": 60})).await;
+    let alice = hold(&app, "alice", room, 10, 11).await;
+    let bob = join(&app, "bob", room, 10, 11, 1).await;
+    let carol = join(&app, "carol", room, 10, 11, 1).await;
+    let dave = join(&app, "dave", room, 10, 11, 1).await;
+    send(app.delete("alice", &rpath(&alice["id"]))).await;
+    let bob = entry(&app, "bob", &bob).await;
+    assert_eq!(bob["status"], "OFFERED");
+
+    clock.advance(Duration::seconds(61));
+    assert_eq!(entry(&app, "bob", &bob).await["status"], "EXPIRED", "reads know before any sweep");
+    let report = sweeper::sweep(&app.state, &LogPublisher, Bounds::default()).await;
+    assert_eq!(report.expiry.as_ref().map(|e| (e.expired, e.offers)), Some((1, 1)));
+    assert_eq!(entry(&app, "bob", &bob).await["status"], "EXPIRED");
+    let carol = entry(&app, "carol", &carol).await;
+    assert_eq!(carol["status"], "OFFERED");
+    assert_eq!(confirm(&app, "bob", &bob["reservation_id"]).await.0, StatusCode::CONFLICT);
+
+    // Carol leaves while offered: her hold is released and passes to dave.
+    let (status, left) = send(app.delete("carol", &format!("/v1/waitlist/{}", carol["id"].as_str().unwrap()))).await;
+    assert_eq!((status, left["status"].as_str()), (StatusCode::OK, Some("CANCELLED")));
+    assert_eq!(reservation(&app, "carol", &carol["reservation_id"]).await["status"], "RELEASED");
+    assert_eq!(entry(&app, "dave", &dave).await["status"], "OFFERED");
+}
+
+#[tokio::test]
+async fn a_lapsed_hold_is_offered_by_the_sweep_without_any_client_call() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 30})).await;
+    hold(&app, "alice", room, 10, 11).await;
+    let bob = join(&app, "bob", room, 10, 11, 1).await;
+    clock.advance(Duration::seconds(31));
+    // The scheduled function, invoked as EventBridge would invoke it.
+    let event: aws_lambda_events::eventbridge::EventBridgeEvent<Value> =
+        serde_json::from_str(include_str!("../events/scheduled.json")).unwrap();
+    let report =
+        sweeper::handler(&app.state, &LogPublisher, lambda_runtime::LambdaEvent::new(event, Default::default()))
+            .await
+            .unwrap();
+    assert_eq!(report.expiry.as_ref().unwrap().offers, 1);
+    assert!(report.failed.is_empty());
+    assert_eq!(entry(&app, "bob", &bob).await["status"], "OFFERED");
+}
+
+#[tokio::test]
+async fn a_lapsed_hold_goes_to_the_waiter_before_a_newcomer_even_before_the_sweep() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 30})).await;
+    hold(&app, "alice", room, 10, 11).await;
+    let bob = join(&app, "bob", room, 10, 11, 1).await;
+    clock.advance(Duration::seconds(31));
+    let (s, e) = hours(10, 11);
+    assert_eq!(app.reserve("mallory", room, (&s, &e), 1).await.0, StatusCode::CONFLICT);
+    assert_eq!(entry(&app, "bob", &bob).await["status"], "OFFERED");
+}
+
+#[tokio::test]
+async fn others_cannot_see_or_leave_an_entry() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    hold(&app, "alice", room, 10, 11).await;
+    let bob = join(&app, "bob", room, 10, 11, 1).await;
+    let path = format!("/v1/waitlist/{}", bob["id"].as_str().unwrap());
+    for (status, problem) in [send(app.get("mallory", &path)).await, send(app.delete("mallory", &path)).await] {
+        assert_eq!((status, slug(&problem)), (StatusCode::NOT_FOUND, "waitlist-entry-not-found"));
+    }
+    assert_eq!(send(app.get("admin", &path)).await.0, StatusCode::OK);
+    assert_eq!(send(app.get("bob", "/v1/waitlist/not-a-uuid")).await.0, StatusCode::NOT_FOUND);
+}
+
+async fn active_claims(db: &deadpool_postgres::Object, resource: Uuid) -> Vec<Claim> {
+    db.query(
+        "SELECT starts_at, ends_at, quantity FROM reservations WHERE resource_id = $1 \
+         AND status IN ('HELD','CONFIRMING','CONFIRMED')",
+        &[&resource],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| Claim { start: r.get(0), end: r.get(1), quantity: r.get::<_, i32>(2).into() })
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_concurrent_sweeps_expire_a_thousand_holds_once_each_and_offer_each_waiter_at_most_once() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    // 100 single-unit rooms, 10 one-hour holds each, and a waiter for every other hold.
+    let mut rooms = Vec::new();
+    for _ in 0..100 {
+        rooms.push(app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 60})).await);
+    }
+    let mut waiters = 0;
+    for (i, room) in rooms.iter().enumerate() {
+        for h in 0..10 {
+            hold(&app, &format!("h{i}x{h}"), *room, h, h + 1).await;
+            if h % 2 == 0 {
+                join(&app, &format!("w{i}x{h}"), *room, h, h + 1, 1).await;
+                waiters += 1;
+            }
+        }
+    }
+    clock.advance(Duration::seconds(61));
+    let bounds = Bounds { batch: 7, budget: std::time::Duration::from_secs(60) };
+    let (a, b) = tokio::join!(
+        shared::booking::sweep::expire_lapsed(&app.state.pool, clock.as_ref(), bounds),
+        shared::booking::sweep::expire_lapsed(&app.state.pool, clock.as_ref(), bounds),
+    );
+    let (a, b) = (a.expect("no deadlock, no error"), b.expect("no deadlock, no error"));
+    assert_eq!(a.expired + b.expired, 1000, "{a:?} {b:?}");
+    assert_eq!(a.offers + b.offers, waiters);
+
+    let db = app.db().await;
+    let twice: i64 = db
+        .query_one(
+            "SELECT count(*) FROM (SELECT subject_id FROM outbox WHERE kind = 'reservation.expired' \
+             GROUP BY subject_id HAVING count(*) > 1) x",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(twice, 0, "a hold was expired twice");
+    let offered_twice: i64 = db
+        .query_one(
+            "SELECT count(*) FROM (SELECT subject_id FROM outbox WHERE kind = 'waitlist.offered' \
+             GROUP BY subject_id HAVING count(*) > 1) x",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(offered_twice, 0, "a waiter was offered twice");
+    let offered: i64 =
+        db.query_one("SELECT count(*) FROM waitlist_entries WHERE status = 'OFFERED'", &[]).await.unwrap().get(0);
+    assert_eq!(offered as u64, waiters);
+    for room in &rooms {
+        let claims = active_claims(&db, *room).await;
+        assert!(peak_load(acceptance::day(), acceptance::day() + Duration::days(1), &claims) <= 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_waitlist_path_ever_exceeds_the_capacity() {
+    const CAPACITY: i64 = 3;
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let hall = app
+        .resource_with(json!({"name": "Hall", "capacity": CAPACITY, "hold_ttl_seconds": 60, "offer_ttl_seconds": 60}))
+        .await;
+    let (day0, day1) = (acceptance::day(), acceptance::day() + Duration::days(1));
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let db = app.db().await;
+    for round in 0..6 {
+        // A wave of concurrent holds, joins and releases ...
+        let mut plans = Vec::new();
+        for i in 0..40 {
+            let start = next(8) as i64;
+            plans.push((format!("r{round}u{i}"), start, start + 1 + next(3) as i64, 1 + next(2) as i32, next(3)));
+        }
+        let outcomes = futures::future::join_all(plans.iter().map(|(who, s, e, q, kind)| {
+            let app = &app;
+            async move {
+                match kind {
+                    0 => {
+                        let (s, e) = hours(*s, *e);
+                        send(app.post(
+                            who,
+                            &format!("/v1/resources/{hall}/waitlist"),
+                            &json!({"start": s, "end": e, "quantity": q}),
+                        ))
+                        .await
+                    }
+                    _ => {
+                        let (s, e) = hours(*s, *e);
+                        let (status, r) = app.reserve(who, hall, (&s, &e), *q).await;
+                        if status == StatusCode::CREATED && *kind == 2 {
+                            send(app.delete(who, &rpath(&r["id"]))).await
+                        } else {
+                            (status, r)
+                        }
+                    }
+                }
+            }
+        }))
+        .await;
+        for (status, body) in &outcomes {
+            assert!(!status.is_server_error(), "{status} {body}");
+        }
+        assert!(peak_load(day0, day1, &active_claims(&db, hall).await) <= CAPACITY);
+        // ... then time passes, holds and offers lapse, and the sweep hands them over.
+        clock.advance(Duration::seconds(61));
+        sweeper::sweep(&app.state, &LogPublisher, Bounds::default()).await;
+        assert!(peak_load(day0, day1, &active_claims(&db, hall).await) <= CAPACITY);
+    }
+    let offers: i64 =
+        db.query_one("SELECT count(*) FROM reservations WHERE source = 'waitlist_offer'", &[]).await.unwrap().get(0);
+    assert!(offers > 0, "the waitlist paths were exercised");
+}
