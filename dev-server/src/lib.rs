@@ -1,7 +1,9 @@
 //! The local dev server: every route of the HTTP API on one port, each request handed
 //! to the very handler function that the route's Lambda binary runs. It has no business
 //! logic of its own; it only turns hyper requests into `lambda_http` requests and back,
-//! and runs the scheduled function's sweep on an interval, as EventBridge would.
+//! runs the scheduled function's sweep on an interval, as EventBridge would, and feeds
+//! intent messages to the intent worker's own message handler, from an in-process queue
+//! by default or from a real SQS queue when `INTENTS_QUEUE_URL` is set.
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -18,8 +20,16 @@ use tokio::net::TcpListener;
 /// 10 MB; the handlers' own limit of 64 KiB answers 413 below it).
 const READ_LIMIT: usize = 1024 * 1024;
 
+/// The OpenAPI document of the whole API. Served here only: it is not a Lambda route.
+pub const OPENAPI_JSON: &str = include_str!("../../openapi/openapi.json");
+
 /// Routes one request to the function that owns it, as API Gateway would.
 pub async fn dispatch(state: &AppState, req: Request) -> Response<Body> {
+    if req.method() == http::Method::GET && req.uri().path() == "/v1/openapi.json" {
+        let mut response = Response::new(Body::Text(OPENAPI_JSON.to_string()));
+        response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+        return response;
+    }
     let function = match route(req.method(), req.uri().path()) {
         Ok(matched) => matched.spec.function,
         Err(e) => return e.into_reply().into_response(),
@@ -79,5 +89,54 @@ pub async fn run_scheduled<P: shared::events::Publisher>(state: AppState, publis
     loop {
         tick.tick().await;
         sweeper::sweep(&state, &publisher, shared::booking::sweep::Bounds::default()).await;
+    }
+}
+
+/// The intent worker on the in-process queue: each message goes to the worker's own
+/// handler; one it could not finish comes back after a second, as SQS would redeliver it.
+pub async fn run_intent_worker(
+    state: AppState,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<shared::events::Envelope>,
+    requeue: tokio::sync::mpsc::UnboundedSender<shared::events::Envelope>,
+) {
+    while let Some(envelope) = queue.recv().await {
+        let (state, requeue) = (state.clone(), requeue.clone());
+        tokio::spawn(async move {
+            let mut message = aws_lambda_events::sqs::SqsMessage::default();
+            message.message_id = Some(envelope.id.to_string());
+            message.body = serde_json::to_string(&envelope).ok();
+            if !intent_worker::process_message(&state, &message).await {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let _ = requeue.send(envelope);
+            }
+        });
+    }
+}
+
+/// The intent worker on a real SQS queue: long-polls, hands each message to the
+/// worker's handler, deletes what it finished (the rest reappears after the visibility
+/// timeout, and in the end goes to the dead-letter queue).
+pub async fn run_intent_worker_on_sqs(state: AppState, sqs: aws_sdk_sqs::Client, queue_url: String) {
+    loop {
+        let received =
+            sqs.receive_message().queue_url(&queue_url).max_number_of_messages(10).wait_time_seconds(10).send().await;
+        let messages = match received {
+            Ok(out) => out.messages.unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "receive failed");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        for m in messages {
+            let mut message = aws_lambda_events::sqs::SqsMessage::default();
+            message.message_id = m.message_id.clone();
+            message.body = m.body.clone();
+            if intent_worker::process_message(&state, &message).await
+                && let Some(handle) = m.receipt_handle()
+            {
+                let _ = sqs.delete_message().queue_url(&queue_url).receipt_handle(handle).send().await;
+            }
+        }
     }
 }

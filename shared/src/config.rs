@@ -48,6 +48,27 @@ pub struct Config {
     pub idempotency_lease: chrono::Duration,
     pub idempotency_wait: Duration,
     pub idempotency_retention: chrono::Duration,
+    pub upstream: UpstreamConfig,
+}
+
+/// The system of record for `authority: upstream` resources (upstream.md).
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    pub base_url: Option<String>,
+    pub token: Option<String>,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    /// How long a read of the upstream's view is served from the cache.
+    pub cache_ttl: chrono::Duration,
+    /// The oldest view an availability answer may use when no fresh one can be had.
+    pub max_staleness: chrono::Duration,
+    /// Consecutive failures (5xx, timeout, reset) that open the breaker.
+    pub breaker_failures: i32,
+    /// How long the breaker stays open before one probe.
+    pub breaker_open: chrono::Duration,
+    /// A worker's lease on an intent; longer than the worker's whole upstream call, so
+    /// that when it lapses the call has surely ended.
+    pub intent_lease: chrono::Duration,
 }
 
 impl Config {
@@ -111,6 +132,17 @@ impl Config {
             idempotency_lease: chrono::Duration::seconds(num("IDEMPOTENCY_LEASE_SECONDS", 30, 1, 3_600)?),
             idempotency_wait: Duration::from_millis(num("IDEMPOTENCY_WAIT_MS", 2_000, 0, 60_000)? as u64),
             idempotency_retention: chrono::Duration::hours(num("IDEMPOTENCY_RETENTION_HOURS", 24, 24, 24 * 365)?),
+            upstream: UpstreamConfig {
+                base_url: get("UPSTREAM_BASE_URL").filter(|v| !v.is_empty()),
+                token: get("UPSTREAM_TOKEN").filter(|v| !v.is_empty()),
+                connect_timeout: Duration::from_millis(num("UPSTREAM_CONNECT_TIMEOUT_MS", 2_000, 1, 60_000)? as u64),
+                request_timeout: Duration::from_millis(num("UPSTREAM_TIMEOUT_MS", 5_000, 1, 60_000)? as u64),
+                cache_ttl: chrono::Duration::milliseconds(num("UPSTREAM_CACHE_TTL_MS", 1_000, 0, 3_600_000)?),
+                max_staleness: chrono::Duration::milliseconds(num("UPSTREAM_MAX_STALENESS_MS", 60_000, 0, 3_600_000)?),
+                breaker_failures: num("BREAKER_FAILURES", 5, 1, 1_000)? as i32,
+                breaker_open: chrono::Duration::milliseconds(num("BREAKER_OPEN_MS", 5_000, 1, 3_600_000)?),
+                intent_lease: chrono::Duration::seconds(num("INTENT_LEASE_SECONDS", 60, 1, 3_600)?),
+            },
         })
     }
 

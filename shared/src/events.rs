@@ -5,6 +5,7 @@
 //! FIFO queue deduplicates by it).
 
 use crate::Clock;
+pub use crate::db::outbox::Topic;
 use crate::db::{DbError, outbox};
 use chrono::Duration as ChronoDuration;
 use deadpool_postgres::Pool;
@@ -55,6 +56,55 @@ impl Publisher for LogPublisher {
     }
 }
 
+/// A queue as the functions see it: SQS in AWS, an in-process channel in the dev
+/// server (the worker's own handler reads it), or none (rows wait in the outbox for the
+/// scheduled relay).
+pub enum Queue {
+    None,
+    Channel(tokio::sync::mpsc::UnboundedSender<Envelope>),
+    #[cfg(feature = "sqs")]
+    Sqs(SqsPublisher),
+}
+
+impl Queue {
+    /// SQS when the variable names a queue URL, else none.
+    #[cfg(feature = "sqs")]
+    pub async fn from_env(variable: &str) -> Queue {
+        match std::env::var(variable).ok().filter(|v| !v.is_empty()) {
+            Some(url) => Queue::Sqs(SqsPublisher::from_env(url).await),
+            None => Queue::None,
+        }
+    }
+}
+
+impl Publisher for Queue {
+    async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), String>> {
+        match self {
+            Queue::None => batch.iter().map(|_| Err("no queue configured".to_string())).collect(),
+            Queue::Channel(tx) => batch
+                .iter()
+                .map(|e| tx.send(e.clone()).map_err(|_| "the in-process queue is closed".to_string()))
+                .collect(),
+            #[cfg(feature = "sqs")]
+            Queue::Sqs(sqs) => sqs.publish(batch).await,
+        }
+    }
+}
+
+/// After a commit that wrote intent messages: send them now rather than at the next
+/// sweep. A failure here loses nothing (the rows stay due for the scheduled relay), so
+/// it is logged, not answered.
+pub async fn publish_intents(state: &crate::AppState) {
+    if matches!(*state.intents, Queue::None) {
+        return;
+    }
+    if let Err(e) =
+        relay(&state.pool, state.clock.as_ref(), state.intents.as_ref(), Topic::Intents, Duration::from_secs(2)).await
+    {
+        tracing::warn!(error = %e, "could not publish intent messages; the sweeper will");
+    }
+}
+
 #[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
 pub struct RelayReport {
     pub published: u64,
@@ -73,11 +123,12 @@ const LEASE: ChronoDuration = ChronoDuration::seconds(30);
 /// SendMessageBatch takes at most ten messages.
 const BATCH: i64 = 10;
 
-/// Publishes due events until none are left or the budget is spent.
+/// Publishes the topic's due rows until none are left or the budget is spent.
 pub async fn relay<P: Publisher>(
     pool: &Pool,
     clock: &dyn Clock,
     publisher: &P,
+    topic: Topic,
     budget: Duration,
 ) -> Result<RelayReport, DbError> {
     let started = Instant::now();
@@ -89,7 +140,7 @@ pub async fn relay<P: Publisher>(
             break;
         }
         let now = clock.now();
-        let events = outbox::claim_due(&client, now, BATCH, now + LEASE).await?;
+        let events = outbox::claim_due(&client, topic, now, BATCH, now + LEASE).await?;
         if events.is_empty() {
             break;
         }

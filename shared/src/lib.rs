@@ -20,6 +20,8 @@ pub mod db;
 pub mod domain;
 pub mod events;
 pub mod http;
+pub mod intents;
+pub mod upstream;
 
 pub use clock::{Clock, SystemClock};
 pub use config::Config;
@@ -32,11 +34,39 @@ pub struct AppState {
     pub pool: deadpool_postgres::Pool,
     pub config: Arc<Config>,
     pub clock: Arc<dyn Clock>,
+    /// The system of record, where this function calls it.
+    pub upstream: Option<Arc<dyn upstream::SystemOfRecord>>,
+    /// Where intent messages go after commit.
+    pub intents: Arc<events::Queue>,
 }
 
 impl AppState {
     pub fn new(pool: deadpool_postgres::Pool, config: Config) -> Self {
-        Self { pool, config: Arc::new(config), clock: Arc::new(SystemClock) }
+        Self {
+            pool,
+            config: Arc::new(config),
+            clock: Arc::new(SystemClock),
+            upstream: None,
+            intents: Arc::new(events::Queue::None),
+        }
+    }
+
+    pub fn with_intents(mut self, queue: events::Queue) -> Self {
+        self.intents = Arc::new(queue);
+        self
+    }
+
+    pub fn with_upstream(mut self, upstream: Option<Arc<dyn upstream::SystemOfRecord>>) -> Self {
+        self.upstream = upstream;
+        self
+    }
+
+    /// The HTTP adapter of the system of record, when `UPSTREAM_BASE_URL` is set.
+    #[cfg(feature = "upstream")]
+    pub fn with_upstream_from_config(self) -> Self {
+        let sor = upstream::HttpSystemOfRecord::from_config(&self.config.upstream)
+            .map(|u| Arc::new(u) as Arc<dyn upstream::SystemOfRecord>);
+        self.with_upstream(sor)
     }
 
     /// Built once in every `main.rs`: configuration from the environment and a pool

@@ -20,6 +20,8 @@ use uuid::Uuid;
 
 pub use serde_json;
 
+pub mod upstream_mock;
+
 pub fn admin_url() -> String {
     std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
@@ -93,11 +95,13 @@ impl Drop for TestApp {
 pub struct Options {
     pub clock: Arc<dyn Clock>,
     pub tweak: Box<dyn FnOnce(&mut Config)>,
+    /// The base URL of a system of record (see [`upstream_mock`]).
+    pub upstream: Option<String>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { clock: Arc::new(SystemClock), tweak: Box::new(|_| {}) }
+        Self { clock: Arc::new(SystemClock), tweak: Box::new(|_| {}), upstream: None }
     }
 }
 
@@ -117,9 +121,14 @@ impl TestApp {
         let mut config = Config::from_lookup(Defaults::DevServer, move |k| (k == "DATABASE_URL").then(|| url.clone()))
             .expect("test configuration");
         config.db_pool_size = 20;
+        if let Some(base) = options.upstream {
+            config.upstream.base_url = Some(base);
+            config.upstream.token = Some(upstream_mock::TOKEN.into());
+        }
         (options.tweak)(&mut config);
         let pool = shared::db::pool(&config).expect("pool");
-        let state = AppState { pool, config: Arc::new(config), clock: options.clock };
+        let mut state = AppState::new(pool, config).with_upstream_from_config();
+        state.clock = options.clock;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let server = tokio::spawn(dev_server::serve(listener, state.clone()));
@@ -162,6 +171,27 @@ impl TestApp {
             &json!({"resource_id": resource, "start": range.0, "end": range.1, "quantity": quantity}),
         ))
         .await
+    }
+
+    /// The intent messages waiting in the outbox, taken out as the relay would send them.
+    pub async fn take_intent_messages(&self) -> Vec<shared::events::Envelope> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let queue = shared::events::Queue::Channel(tx);
+        shared::events::relay(
+            &self.state.pool,
+            self.state.clock.as_ref(),
+            &queue,
+            shared::events::Topic::Intents,
+            std::time::Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+        drop(queue);
+        let mut out = Vec::new();
+        while let Some(e) = rx.recv().await {
+            out.push(e);
+        }
+        out
     }
 
     /// A direct connection to this test's database, for checking what was stored.
@@ -299,4 +329,22 @@ impl Drop for Moto {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// An SQS record carrying an outbox envelope, as the intents queue delivers it.
+pub fn sqs_record(envelope: &shared::events::Envelope) -> aws_lambda_events::sqs::SqsMessage {
+    let mut m = aws_lambda_events::sqs::SqsMessage::default();
+    m.message_id = Some(Uuid::new_v4().to_string());
+    m.body = Some(serde_json::to_string(envelope).unwrap());
+    m
+}
+
+/// Invokes the intent worker's Lambda handler with these records.
+pub async fn invoke_worker(
+    state: &AppState,
+    records: Vec<aws_lambda_events::sqs::SqsMessage>,
+) -> aws_lambda_events::sqs::SqsBatchResponse {
+    let mut event = aws_lambda_events::sqs::SqsEvent::default();
+    event.records = records;
+    intent_worker::handler(state, lambda_runtime::LambdaEvent::new(event, Default::default())).await.unwrap()
 }

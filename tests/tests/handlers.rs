@@ -10,7 +10,6 @@ use lambda_http::{Body, RequestExt};
 use serde_json::{Value, json};
 use shared::config::AuthMode;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 fn json_of(body: &Body) -> Value {
     serde_json::from_slice(body.as_ref()).unwrap()
@@ -117,11 +116,8 @@ async fn a_broken_database_is_a_503_that_says_nothing_internal() {
     let app = TestApp::spawn().await;
     let mut config = (*app.state.config).clone();
     config.database_url = "postgres://postgres@127.0.0.1:1/nowhere".into();
-    let state = shared::AppState {
-        pool: shared::db::pool(&config).unwrap(),
-        config: Arc::new(config),
-        clock: app.state.clock.clone(),
-    };
+    let mut state = shared::AppState::new(shared::db::pool(&config).unwrap(), config);
+    state.clock = app.state.clock.clone();
     let resp = availability::handler(&state, lambda_request("GET", "/v1/health", None, None)).await.unwrap();
     assert_eq!(resp.status(), 503);
     let (s, e) = hours(10, 11);

@@ -223,6 +223,7 @@ async fn a_retry_takes_over_a_key_whose_original_died_once_its_lease_lapses() {
     let app = TestApp::spawn_with(Options {
         clock: clock.clone(),
         tweak: Box::new(|c| c.idempotency_wait = std::time::Duration::from_millis(100)),
+        ..Default::default()
     })
     .await;
     let room = app.resource(1).await;

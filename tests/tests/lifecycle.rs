@@ -224,19 +224,27 @@ async fn resources_are_made_by_admins_and_read_by_anyone() {
 }
 
 #[tokio::test]
-async fn upstream_resources_can_be_held_but_not_yet_confirmed_and_never_fake_success() {
+async fn an_upstream_confirm_never_fakes_success_and_without_a_view_availability_is_refused() {
+    // No system of record is configured for this server.
     let app = TestApp::spawn().await;
     let seat =
         app.resource_with(json!({"name": "Library seat", "authority": "upstream", "upstream_ref": "seat-42"})).await;
     let r = hold(&app, "alice", seat, 10, 11).await;
-    let resp =
-        app.http.post(app.url(&format!("{}/confirm", path(&r)))).header("x-principal", "alice").send().await.unwrap();
+    let (status, confirming) = confirm(&app, "alice", &r).await;
+    assert_eq!((status, confirming["status"].as_str()), (StatusCode::ACCEPTED, Some("CONFIRMING")));
+    let (_, read) = send(app.get("alice", &path(&r))).await;
+    assert_eq!((read["status"].as_str(), read["intent"]["state"].as_str()), (Some("CONFIRMING"), Some("REQUESTED")));
+    let (from, to) = hours(9, 12);
+    let resp = app
+        .get("alice", &format!("/v1/resources/{seat}/availability"))
+        .query(&[("from", &from), ("to", &to)])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(resp.headers().contains_key("retry-after"));
     let problem: Value = resp.json().await.unwrap();
     assert_eq!(slug(&problem), "upstream-unavailable");
-    let (_, read) = send(app.get("alice", &path(&r))).await;
-    assert_eq!(read["status"], "HELD");
 }
 
 #[tokio::test]

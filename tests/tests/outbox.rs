@@ -7,7 +7,7 @@ use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::clock::ManualClock;
-use shared::events::{Envelope, Publisher, SqsPublisher, relay};
+use shared::events::{Envelope, Publisher, SqsPublisher, Topic, relay};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -105,7 +105,9 @@ async fn a_thousand_events_through_a_flaky_publisher_are_all_delivered_with_stab
     let flaky = Flaky { calls: AtomicU64::new(0), delivered: Mutex::new(Vec::new()) };
     let mut runs = 0;
     loop {
-        let report = relay(&app.state.pool, clock.as_ref(), &flaky, std::time::Duration::from_secs(30)).await.unwrap();
+        let report = relay(&app.state.pool, clock.as_ref(), &flaky, Topic::Events, std::time::Duration::from_secs(30))
+            .await
+            .unwrap();
         runs += 1;
         let pending = shared::db::outbox::pending(&app.db().await).await.unwrap();
         if pending == 0 {
@@ -146,9 +148,15 @@ async fn the_relay_delivers_to_sqs_and_deduplicates_on_a_fifo_queue() {
         let publisher = SqsPublisher::new(moto.sqs().await, url.clone());
         // Mark everything due again for the second queue.
         app.db().await.execute("UPDATE outbox SET published_at = NULL, next_attempt_at = now()", &[]).await.unwrap();
-        let report = relay(&app.state.pool, app.state.clock.as_ref(), &publisher, std::time::Duration::from_secs(30))
-            .await
-            .unwrap();
+        let report = relay(
+            &app.state.pool,
+            app.state.clock.as_ref(),
+            &publisher,
+            Topic::Events,
+            std::time::Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
         assert_eq!((report.published, report.failed), (25, 0), "{name}");
         if name.ends_with(".fifo") {
             // A relay that died before marking its batch sends it again: the FIFO queue
@@ -158,9 +166,15 @@ async fn the_relay_delivers_to_sqs_and_deduplicates_on_a_fifo_queue() {
                 .execute("UPDATE outbox SET published_at = NULL, next_attempt_at = now()", &[])
                 .await
                 .unwrap();
-            relay(&app.state.pool, app.state.clock.as_ref(), &publisher, std::time::Duration::from_secs(30))
-                .await
-                .unwrap();
+            relay(
+                &app.state.pool,
+                app.state.clock.as_ref(),
+                &publisher,
+                Topic::Events,
+                std::time::Duration::from_secs(30),
+            )
+            .await
+            .unwrap();
         }
         let messages = moto.drain(&url).await;
         let ids: HashSet<&str> = messages.iter().map(|m| m["id"].as_str().unwrap()).collect();
@@ -184,7 +198,9 @@ async fn an_unreachable_queue_loses_nothing() {
     let publisher =
         SqsPublisher::new(aws_sdk_sqs::Client::new(&config), "http://127.0.0.1:1/000000000000/events".into());
     let report =
-        relay(&app.state.pool, app.state.clock.as_ref(), &publisher, std::time::Duration::from_secs(30)).await.unwrap();
+        relay(&app.state.pool, app.state.clock.as_ref(), &publisher, Topic::Events, std::time::Duration::from_secs(30))
+            .await
+            .unwrap();
     assert_eq!((report.published, report.failed), (0, 1));
     let row = app
         .db()

@@ -1,6 +1,8 @@
 //! The `availability` function: the read routes. `GET /v1/resources/{id}/availability`
 //! (what is taken and what is free in a window), `GET /v1/reservations/{id}`,
-//! `GET /v1/waitlist/{id}` and `GET /v1/health`. Reads take no locks.
+//! `GET /v1/waitlist/{id}` and `GET /v1/health`. Reads take no locks. For an upstream
+//! resource the upstream's claims are merged in as `EXTERNAL`, read through the shared
+//! single-flight cache behind the breaker.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
@@ -8,6 +10,7 @@ use serde::Serialize;
 use shared::AppState;
 use shared::booking;
 use shared::http::{ApiError, Function, Op, Reply, Rfc3339, principal, query_param, respond, route_for};
+use shared::upstream::{UpstreamError, cache};
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
     Ok(respond(serve(state, &req)).await)
@@ -25,8 +28,25 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         Op::GetAvailability => {
             let id = matched.id(ApiError::ResourceNotFound)?;
             let (from, to) = window(req)?;
-            let a = booking::availability(&client, id, from, to, state.config.max_availability_window, now).await?;
-            Reply::json(StatusCode::OK, &a)
+            booking::check_window(from, to, state.config.max_availability_window)?;
+            let resource = booking::get_resource(&client, id).await?;
+            let external = match (&resource.upstream_ref, &state.upstream) {
+                (Some(seat), Some(upstream)) => {
+                    let cfg = &state.config.upstream;
+                    match cache::view(&client, state.clock.as_ref(), upstream.as_ref(), cfg, seat, from, to).await? {
+                        Ok(blocks) => Some(blocks),
+                        Err(UpstreamError::Unavailable { retry_after_seconds }) => {
+                            return Err(ApiError::UpstreamUnavailable { retry_after: retry_after_seconds });
+                        }
+                        Err(_) => return Err(ApiError::UpstreamUnavailable { retry_after: 1 }),
+                    }
+                }
+                _ => None,
+            };
+            Reply::json(
+                StatusCode::OK,
+                &booking::availability(&client, &resource, from, to, external.as_deref(), now).await?,
+            )
         }
         Op::GetReservation => {
             let id = matched.id(ApiError::ReservationNotFound)?;

@@ -1,14 +1,18 @@
 //! The `confirm` function: `POST /v1/reservations/{id}/confirm`.
 //!
-//! A local resource's hold becomes `CONFIRMED` under the reservation's row lock;
-//! confirming again answers the reservation as it is. Runs inside the idempotency guard.
+//! A local resource's hold becomes `CONFIRMED` under the reservation's row lock. An
+//! upstream resource's hold becomes `CONFIRMING` with an intent for the worker (202),
+//! and the intent message is sent right after commit. Confirming again answers the
+//! reservation as it is. Runs inside the idempotency guard.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use serde::Deserialize;
 use shared::AppState;
-use shared::booking;
-use shared::http::{ApiError, Function, Op, Reply, json_body, principal, respond, route_for, run_idempotent};
+use shared::booking::{self, Approval};
+use shared::http::{
+    ApiError, Function, Op, Reply, fingerprint, json_body, principal, respond, route_for, run_idempotent,
+};
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
     Ok(respond(serve(state, &req)).await)
@@ -27,15 +31,23 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     }
     let id = matched.id(ApiError::ReservationNotFound)?;
     let body = json_body::<ConfirmBody>(req, true)?;
-    run_idempotent(state, &who, req, "POST /v1/reservations/{id}/confirm", &body.canonical, async |tx| {
-        let confirmed = booking::confirm(tx, &who, id, state.clock.now()).await?;
-        let r = confirmed.reservation;
-        let status = if confirmed.changed && r.status == shared::domain::Status::Confirming {
-            StatusCode::ACCEPTED
-        } else {
-            StatusCode::OK
-        };
-        Ok(Reply::json(status, &r))
-    })
-    .await
+    let fingerprint = fingerprint(req, &body.canonical);
+    let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
+    let response =
+        run_idempotent(state, &who, req, "POST /v1/reservations/{id}/confirm", &body.canonical, async |tx| {
+            let confirmed = booking::confirm(tx, &who, id, approval, state.clock.now()).await?;
+            let r = confirmed.reservation;
+            let status = if confirmed.changed && r.status == shared::domain::Status::Confirming {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            Ok(Reply::json(status, &r))
+        })
+        .await?;
+    // Committed: hand the intent to the worker now, not at the next sweep.
+    if response.status() == StatusCode::ACCEPTED {
+        shared::events::publish_intents(state).await;
+    }
+    Ok(response)
 }

@@ -11,9 +11,11 @@ use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use serde::Deserialize;
 use shared::AppState;
-use shared::booking::{self, JoinRequest, ReserveRequest, Reserved};
+use shared::booking::{self, Approval, JoinRequest, ReserveRequest, Reserved};
 use shared::domain::Limits;
-use shared::http::{ApiError, Function, Op, Reply, Rfc3339, json_body, principal, respond, route_for, run_idempotent};
+use shared::http::{
+    ApiError, Function, Op, Reply, Rfc3339, fingerprint, json_body, principal, respond, route_for, run_idempotent,
+};
 use uuid::Uuid;
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
@@ -28,8 +30,10 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let body = json_body::<CreateReservation>(req, false)?;
             let input = body.value.into_request();
             let limits = limits(state);
-            run_idempotent(state, &who, req, "POST /v1/reservations", &body.canonical, async |tx| {
-                let r = match booking::reserve(tx, &who, &input, limits, state.clock.now()).await? {
+            let fingerprint = fingerprint(req, &body.canonical);
+            let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
+            let response = run_idempotent(state, &who, req, "POST /v1/reservations", &body.canonical, async |tx| {
+                let r = match booking::reserve(tx, &who, &input, approval, limits, state.clock.now()).await? {
                     Reserved::Reserved(r) => r,
                     // Committed and stored like any answer; see `Reserved`.
                     Reserved::Unavailable => return Ok(ApiError::SlotUnavailable.into_reply()),
@@ -41,7 +45,11 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 };
                 Ok(Reply::json(status, &r).with_location(format!("/v1/reservations/{}", r.id)))
             })
-            .await
+            .await?;
+            if response.status() == StatusCode::ACCEPTED {
+                shared::events::publish_intents(state).await;
+            }
+            Ok(response)
         }
         Op::ReleaseReservation => {
             let id = matched.id(ApiError::ReservationNotFound)?;

@@ -1,7 +1,9 @@
 //! The `sweeper` function, run by an EventBridge schedule (every minute in AWS, every
 //! `SWEEP_INTERVAL_SECONDS` in the dev server): expires lapsed holds and offers and
 //! hands their capacity to the waitlist, expires waiting entries whose range has
-//! passed, relays unpublished outbox events to the events queue, and purges
+//! passed, settles upstream intents whose worker lease lapsed (the lease reaper: by the
+//! current-charge read, never by replaying the write), relays unpublished outbox rows
+//! (events to the events queue, intent messages to the intents queue), and purges
 //! idempotency records past retention. Each task is bounded; the report says what each
 //! did, and a task that fails does not stop the others.
 
@@ -10,14 +12,16 @@ use lambda_runtime::{Error, LambdaEvent};
 use serde::Serialize;
 use shared::AppState;
 use shared::booking::sweep::{self, Bounds, ExpiryReport};
-use shared::events::{Publisher, RelayReport, relay};
+use shared::events::{Publisher, RelayReport, Topic, relay};
 use std::time::Duration;
 
 #[derive(Debug, Default, Serialize)]
 pub struct SweepReport {
     pub expiry: Option<ExpiryReport>,
     pub waiting_expired: Option<u64>,
+    pub reaper: Option<shared::intents::ReaperReport>,
     pub events: Option<RelayReport>,
+    pub intents: Option<RelayReport>,
     pub idempotency_purged: Option<u64>,
     /// Tasks that failed this run, by name; they run again next time.
     pub failed: Vec<&'static str>,
@@ -41,7 +45,14 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
     report.expiry = note(&mut report, "expiry", sweep::expire_lapsed(&state.pool, clock, bounds).await);
     let waiting = sweep::expire_passed_waiting(&state.pool, clock, bounds).await;
     report.waiting_expired = note(&mut report, "waiting", waiting).map(|(n, _)| n);
-    report.events = note(&mut report, "events", relay(&state.pool, clock, publisher, bounds.budget).await);
+    if let Some(upstream) = state.upstream.as_deref() {
+        let reaped = shared::intents::reap(state, upstream, bounds.batch, clock.now()).await;
+        report.reaper = note(&mut report, "reaper", reaped);
+    }
+    report.events =
+        note(&mut report, "events", relay(&state.pool, clock, publisher, Topic::Events, bounds.budget).await);
+    let intents = relay(&state.pool, clock, state.intents.as_ref(), Topic::Intents, bounds.budget).await;
+    report.intents = note(&mut report, "intents", intents);
     let purged = sweep::purge_idempotency(&state.pool, clock, bounds).await;
     report.idempotency_purged = note(&mut report, "idempotency", purged).map(|(n, _)| n);
     tracing::info!(report = %serde_json::to_string(&report).unwrap_or_default(), "sweep done");

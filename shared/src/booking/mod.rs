@@ -13,11 +13,12 @@ mod waitlist;
 pub use handover::on_freed;
 pub use waitlist::{JoinRequest, get_entry, join_waitlist, leave_waitlist};
 
-use crate::db::{self, DbError, GenericClient, reservations, resources};
+use crate::db::{self, DbError, GenericClient, intents, outbox, reservations, resources};
 use crate::domain::{
     Authority, Claim, FieldError, FreePiece, Limits, Principal, Reservation, Resource, Source, Status, WaitlistStatus,
     free_pieces, validate_range,
 };
+use crate::upstream::Block;
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 use uuid::Uuid;
@@ -122,6 +123,42 @@ pub async fn get_resource(c: &impl GenericClient, id: Uuid) -> Result<Resource, 
     resources::get(c, id).await?.ok_or(BookingError::ResourceNotFound)
 }
 
+/// What the user approved, for the audit row an upstream confirm writes: who asked,
+/// and the fingerprint of the request that asked.
+#[derive(Debug, Clone, Copy)]
+pub struct Approval<'a> {
+    pub principal: &'a str,
+    pub fingerprint: &'a [u8],
+}
+
+/// Records an upstream confirmation in the caller's transaction: the approval, the
+/// intent (`REQUESTED`) and the intent message in the outbox.
+async fn request_intent(
+    tx: &impl GenericClient,
+    r: &Reservation,
+    resource: &Resource,
+    approval: Approval<'_>,
+    now: DateTime<Utc>,
+) -> Result<serde_json::Value, DbError> {
+    let id = Uuid::new_v4();
+    let seat = resource.upstream_ref.as_deref().ok_or(DbError::Corrupt("upstream resource without a ref".into()))?;
+    tokio::try_join!(
+        intents::insert_approval(tx, r.id, approval.principal, approval.fingerprint, now),
+        intents::insert(tx, id, r.id, seat, now),
+        outbox::insert_intent_message(tx, id, r.id, now),
+    )?;
+    Ok(reservations::intent_json(id, "REQUESTED", 0, now))
+}
+
+/// Refuses fast when the system of record cannot be reached (breaker open): the work
+/// would only queue up behind it.
+async fn upstream_reachable(tx: &impl GenericClient, now: DateTime<Utc>) -> Result<(), BookingError> {
+    match crate::upstream::breaker::open_now(tx, now).await? {
+        Some(retry_after_seconds) => Err(BookingError::UpstreamUnavailable { retry_after_seconds }),
+        None => Ok(()),
+    }
+}
+
 pub struct ReserveRequest {
     pub resource_id: Uuid,
     pub start: DateTime<Utc>,
@@ -146,6 +183,7 @@ pub async fn reserve(
     tx: &impl GenericClient,
     owner: &Principal,
     req: &ReserveRequest,
+    approval: Approval<'_>,
     limits: Limits,
     now: DateTime<Utc>,
 ) -> Result<Reserved, BookingError> {
@@ -156,48 +194,74 @@ pub async fn reserve(
     if req.quantity < 1 {
         return Err(invalid("quantity", "must be at least 1"));
     }
-    // The lock and the inline expiry go out together; the expiry runs once the lock is
-    // held, so it and everything after it see every committed competitor.
-    let (resource, lapsed) = tokio::try_join!(
-        resources::lock(tx, req.resource_id),
-        reservations::expire_lapsed_overlapping(tx, req.resource_id, req.start, req.end, now),
-    )?;
-    let resource = resource.ok_or(BookingError::ResourceNotFound)?;
+    let pre = reservations::precheck(tx, req.resource_id, req.start, req.end, now)
+        .await?
+        .ok_or(BookingError::ResourceNotFound)?;
+    let resource = pre.resource;
     if req.quantity > resource.capacity {
         return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
     }
-    if resource.authority == Authority::Upstream && req.confirm {
-        // Confirming against the system of record goes through the intent worker,
-        // which is not part of this build yet: say so, never pretend.
-        return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 30 });
+    let upstream = resource.authority == Authority::Upstream;
+    if upstream && req.confirm {
+        upstream_reachable(tx, now).await?;
     }
-    // Capacity that lapsed goes to the waitlist first, not to whoever asks next.
-    on_freed(tx, &resource, &lapsed, now).await?;
-    let (status, expires_at) = if req.confirm {
-        (Status::Confirmed, None)
-    } else {
-        (Status::Held, Some(now + Duration::seconds(resource.hold_ttl_seconds.into())))
+    if pre.peak + i64::from(req.quantity) > i64::from(resource.capacity) && !pre.lapsed {
+        // Taken at this instant by live claims: refused without a lock or a write.
+        return Ok(Reserved::Unavailable);
+    }
+    if pre.lapsed {
+        // The lock and the inline expiry go out together. The expiry may read a snapshot
+        // from before the lock wait, which is safe for an UPDATE (each row is re-checked
+        // on its latest version) and it finds only holds that lapsed already. Capacity
+        // that lapsed goes to the waitlist first, not to whoever asks next.
+        let (_, lapsed) = tokio::try_join!(
+            resources::lock(tx, resource.id),
+            reservations::expire_lapsed_overlapping(tx, resource.id, req.start, req.end, now),
+        )?;
+        on_freed(tx, &resource, &lapsed, now).await?;
+    }
+    let (status, expires_at) = match (req.confirm, upstream) {
+        // The system of record decides: the slot is held locally as CONFIRMING (which
+        // is what refuses every competitor here, at once) until the worker settles it.
+        (true, true) => (Status::Confirming, None),
+        (true, false) => (Status::Confirmed, None),
+        (false, _) => (Status::Held, Some(now + Duration::seconds(resource.hold_ttl_seconds.into()))),
     };
-    let inserted = reservations::insert_if_fits(
-        tx,
-        &reservations::NewReservation {
-            id: Uuid::new_v4(),
-            resource_id: resource.id,
-            resource_capacity: resource.capacity,
-            owner: &owner.id,
-            start: req.start,
-            end: req.end,
-            quantity: req.quantity,
-            status,
-            expires_at,
-            source: Source::Request,
-            now,
-        },
-    )
-    .await;
+    let new = reservations::NewReservation {
+        id: Uuid::new_v4(),
+        resource_id: resource.id,
+        resource_capacity: resource.capacity,
+        owner: &owner.id,
+        start: req.start,
+        end: req.end,
+        quantity: req.quantity,
+        status,
+        expires_at,
+        source: Source::Request,
+        now,
+    };
+    // The lock first, in a round trip of its own: the insert's snapshot must be taken
+    // after the lock is granted, so that it includes every committed competitor. (Sent
+    // pipelined behind the lock, the insert was seen to read a snapshot from before the
+    // wait, and the randomized capacity test caught the overbooking.) After the lapsed
+    // path above the lock is held already and taking it again is free.
+    resources::lock(tx, resource.id).await?;
+    let inserted = reservations::insert_if_fits(tx, &new).await;
     match inserted {
-        Ok(Some(r)) => Ok(Reserved::Reserved(r)),
-        Ok(None) => Ok(Reserved::Unavailable),
+        Ok(Some(mut r)) => {
+            if r.status == Status::Confirming {
+                r.intent = Some(request_intent(tx, &r, &resource, approval, now).await?);
+            }
+            Ok(Reserved::Reserved(r))
+        }
+        Ok(None) => {
+            // Lost under the lock. The transaction still commits (it may have handed
+            // lapsed capacity over), but a crash that lost this commit would lose only
+            // a refusal, or work the next request or sweep redoes: no need to wait for
+            // the disk, and the queue of losers behind the lock moves faster.
+            tx.execute("SET LOCAL synchronous_commit TO OFF", &[]).await.map_err(DbError::from)?;
+            Ok(Reserved::Unavailable)
+        }
         // The exclusion constraint fired: some path skipped the lock. Still a loss, and
         // the transaction is aborted, so this one is an error the caller rolls back.
         Err(e) if e.sql_state() == Some(&tokio_postgres::error::SqlState::EXCLUSION_VIOLATION) => {
@@ -246,6 +310,7 @@ pub async fn confirm(
     tx: &impl GenericClient,
     who: &Principal,
     id: Uuid,
+    approval: Approval<'_>,
     now: DateTime<Utc>,
 ) -> Result<Confirmed, BookingError> {
     // Confirming does not change the load, so the reservation's own row lock is enough
@@ -255,11 +320,18 @@ pub async fn confirm(
         _ => return Err(BookingError::ReservationNotFound),
     };
     match r.status {
-        Status::Confirmed | Status::Confirming => Ok(Confirmed { reservation: r.as_of(now), changed: false }),
+        Status::Confirmed | Status::Confirming => {
+            // As it is, with its intent: no second booking, no second upstream write.
+            let r = reservations::get(tx, id).await?.ok_or(BookingError::ReservationNotFound)?;
+            Ok(Confirmed { reservation: r.as_of(now), changed: false })
+        }
         Status::Held if !r.is_lapsed(now) => {
             let resource = get_resource(tx, r.resource_id).await?;
             if resource.authority == Authority::Upstream {
-                return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 30 });
+                upstream_reachable(tx, now).await?;
+                let mut r = reservations::set_status(tx, id, Status::Confirming, None, now).await?;
+                r.intent = Some(request_intent(tx, &r, &resource, approval, now).await?);
+                return Ok(Confirmed { reservation: r.as_of(now), changed: true });
             }
             let r = reservations::set_status(tx, id, Status::Confirmed, None, now).await?;
             if r.source == Source::WaitlistOffer {
@@ -298,8 +370,24 @@ pub struct Taken {
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub quantity: i32,
-    pub status: Status,
+    pub status: TakenStatus,
     pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// A local reservation's status, or `EXTERNAL` for the upstream's own claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TakenStatus {
+    Local(Status),
+    External,
+}
+
+impl Serialize for TakenStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            TakenStatus::Local(status) => status.serialize(s),
+            TakenStatus::External => s.serialize_str("EXTERNAL"),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -312,43 +400,58 @@ pub struct Availability {
     pub free: Vec<FreePiece>,
 }
 
-pub async fn availability(
-    c: &impl GenericClient,
-    resource_id: Uuid,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    max_window: Duration,
-    now: DateTime<Utc>,
-) -> Result<Availability, BookingError> {
+/// Checks an availability window before anything is read.
+pub fn check_window(from: DateTime<Utc>, to: DateTime<Utc>, max_window: Duration) -> Result<(), BookingError> {
     if from >= to {
         return Err(invalid("to", "must be after from"));
     }
     if to - from > max_window {
         return Err(invalid("to", format!("the window may span at most {} days", max_window.num_days())));
     }
-    let resource = get_resource(c, resource_id).await?;
-    if resource.authority == Authority::Upstream {
-        // No view of the system of record can be had in this build.
-        return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 30 });
-    }
+    Ok(())
+}
+
+/// What is taken and what is free in `[from, to)`. For an upstream resource, `external`
+/// is the upstream's view (through the cache); without it the answer is refused, as no
+/// view of the system of record could be had.
+pub async fn availability(
+    c: &impl GenericClient,
+    resource: &Resource,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    external: Option<&[Block]>,
+    now: DateTime<Utc>,
+) -> Result<Availability, BookingError> {
+    let external = match (resource.authority, external) {
+        (Authority::Upstream, None) => return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 5 }),
+        (_, e) => e.unwrap_or(&[]),
+    };
     let active = reservations::active_in_window(c, resource.id, from, to, now).await?;
-    let claims: Vec<Claim> = active.iter().map(Reservation::claim).collect();
+    let mut taken: Vec<Taken> = active
+        .iter()
+        .map(|r| Taken {
+            start: r.start,
+            end: r.end,
+            quantity: r.quantity,
+            status: TakenStatus::Local(r.status),
+            expires_at: if r.status == Status::Held { r.expires_at } else { None },
+        })
+        .collect();
+    // Our own confirmed bookings are in the upstream's view too: list each claim once.
+    let ours = |b: &Block| active.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
+    for b in external.iter().filter(|b| b.start < to && b.end > from && !ours(b)) {
+        taken.push(Taken { start: b.start, end: b.end, quantity: 1, status: TakenStatus::External, expires_at: None });
+    }
+    taken.sort_by_key(|t| (t.start, t.end));
+    let claims: Vec<Claim> =
+        taken.iter().map(|t| Claim { start: t.start, end: t.end, quantity: t.quantity.into() }).collect();
     Ok(Availability {
         resource_id: resource.id,
         capacity: resource.capacity,
         from,
         to,
         free: free_pieces(from, to, resource.capacity.into(), &claims),
-        taken: active
-            .into_iter()
-            .map(|r| Taken {
-                start: r.start,
-                end: r.end,
-                quantity: r.quantity,
-                status: r.status,
-                expires_at: if r.status == Status::Held { r.expires_at } else { None },
-            })
-            .collect(),
+        taken,
     })
 }
 

@@ -3,10 +3,13 @@
 //! Every query names its columns. Functions take any [`GenericClient`] (a pooled
 //! client or a transaction), so callers decide the transaction boundaries.
 
+pub mod breakers;
 pub mod idempotency;
+pub mod intents;
 pub mod outbox;
 pub mod reservations;
 pub mod resources;
+pub mod upstream_views;
 pub mod waitlist;
 
 pub use deadpool_postgres::GenericClient;

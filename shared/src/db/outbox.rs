@@ -10,7 +10,7 @@ use uuid::Uuid;
 /// pushing `next_attempt_at` to `$3`: if this relay dies after publishing, the events
 /// come due again and are sent again with the same id (at least once).
 pub const CLAIM_DUE: &str = "WITH due AS ( \
-       SELECT id FROM outbox WHERE published_at IS NULL AND next_attempt_at <= $1 \
+       SELECT id FROM outbox WHERE topic = $4 AND published_at IS NULL AND next_attempt_at <= $1 \
        ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
      UPDATE outbox o SET next_attempt_at = $3, attempts = o.attempts + 1 FROM due WHERE o.id = due.id \
      RETURNING o.id, o.seq, o.kind, o.subject_id, o.payload, o.created_at, o.attempts";
@@ -24,6 +24,11 @@ pub const PURGE_PUBLISHED: &str = "DELETE FROM outbox WHERE id IN ( \
 
 pub const PENDING: &str = "SELECT count(*) FROM outbox WHERE published_at IS NULL";
 
+/// An intent message for the worker, written with the intent.
+pub const INSERT_INTENT_MESSAGE: &str = "INSERT INTO outbox (topic, kind, subject_id, payload, created_at, next_attempt_at) \
+     VALUES ('intents', 'intent.requested', $1, jsonb_build_object('intent_id', $1::uuid, 'reservation_id', $2::uuid), $3, $3) \
+     RETURNING id";
+
 #[derive(Debug, Clone)]
 pub struct Event {
     pub id: Uuid,
@@ -35,15 +40,32 @@ pub struct Event {
     pub attempts: i32,
 }
 
+/// The queue an outbox row is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topic {
+    Events,
+    Intents,
+}
+
+impl Topic {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topic::Events => "events",
+            Topic::Intents => "intents",
+        }
+    }
+}
+
 pub async fn claim_due(
     c: &impl GenericClient,
+    topic: Topic,
     now: DateTime<Utc>,
     limit: i64,
     lease_until: DateTime<Utc>,
 ) -> Result<Vec<Event>, DbError> {
     let stmt = c.prepare_cached(CLAIM_DUE).await?;
     let mut events: Vec<Event> = c
-        .query(&stmt, &[&now, &limit, &lease_until])
+        .query(&stmt, &[&now, &limit, &lease_until, &topic.as_str()])
         .await?
         .iter()
         .map(|r| {
@@ -82,6 +104,16 @@ pub async fn mark_failed(
 pub async fn purge_published(c: &impl GenericClient, before: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
     let stmt = c.prepare_cached(PURGE_PUBLISHED).await?;
     Ok(c.execute(&stmt, &[&before, &limit]).await?)
+}
+
+pub async fn insert_intent_message(
+    c: &impl GenericClient,
+    intent_id: Uuid,
+    reservation_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Uuid, DbError> {
+    let stmt = c.prepare_cached(INSERT_INTENT_MESSAGE).await?;
+    Ok(c.query_one(&stmt, &[&intent_id, &reservation_id, &now]).await?.get(0))
 }
 
 pub async fn pending(c: &impl GenericClient) -> Result<i64, DbError> {

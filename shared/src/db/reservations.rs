@@ -75,10 +75,35 @@ pub const INSERT_IF_FITS: &str = concat!(
     "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
     "  SELECT CASE ins.status WHEN 'HELD' THEN 'reservation.held' ELSE 'reservation.confirmed' END, ins.id, ",
     event_payload!("ins"),
-    ", $12, $12 FROM ins",
+    // A CONFIRMING booking records its event when the system of record settles it.
+    ", $12, $12 FROM ins WHERE ins.status IN ('HELD', 'CONFIRMED')",
     ") SELECT ",
     columns!(),
     " FROM ins"
+);
+
+/// The look before the lock: the resource, the peak load over the range now, and
+/// whether lapsed holds overlap it, in one read that takes no lock and writes nothing.
+/// A request that does not fit by this read is refused at once (the capacity really
+/// was taken at that instant), so a burst of losers never queues on the resource lock
+/// nor waits for a disk flush; only requests that may fit go on to the locked insert.
+pub const PRECHECK: &str = concat!(
+    "WITH claims AS (",
+    "  SELECT starts_at, ends_at, quantity FROM reservations",
+    "  WHERE resource_id = $1 AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')",
+    "    AND period && tstzrange($2, $3, '[)')",
+    "    AND NOT (status = 'HELD' AND expires_at <= $4)",
+    "), events AS (",
+    "  SELECT greatest(starts_at, $2) AS at, quantity AS delta FROM claims",
+    "  UNION ALL SELECT least(ends_at, $3), -quantity FROM claims",
+    "), peak AS (",
+    "  SELECT coalesce(max(load), 0) AS load FROM (",
+    "    SELECT sum(delta) OVER (ORDER BY at, delta ROWS UNBOUNDED PRECEDING) AS load FROM events",
+    "  ) running",
+    ") SELECT r.id, r.name, r.capacity, r.authority, r.upstream_ref, r.hold_ttl_seconds, r.offer_ttl_seconds, ",
+    "r.created_at, peak.load, EXISTS (SELECT 1 FROM reservations l WHERE l.resource_id = $1 AND l.status = 'HELD' ",
+    "AND l.expires_at <= $4 AND l.period && tstzrange($2, $3, '[)')) AS lapsed ",
+    "FROM resources r, peak WHERE r.id = $1"
 );
 
 /// Writes down the lapse of the holds that overlap a range, so that they stop counting
@@ -132,7 +157,13 @@ pub const CLAIM_LAPSED: &str = concat!(
 
 pub const ANY_LAPSED: &str = "SELECT EXISTS (SELECT 1 FROM reservations WHERE status = 'HELD' AND expires_at <= $1)";
 
-pub const GET: &str = concat!("SELECT ", columns!(), " FROM reservations WHERE id = $1");
+/// A reservation with its upstream intent, if one was asked for.
+pub const GET: &str = concat!(
+    "SELECT r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at, ",
+    "r.failure_reason, r.source, r.created_at, r.updated_at, ",
+    "i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts, i.updated_at AS intent_updated_at ",
+    "FROM reservations r LEFT JOIN intents i ON i.reservation_id = r.id WHERE r.id = $1"
+);
 
 pub const LOCK: &str = concat!("SELECT ", columns!(), " FROM reservations WHERE id = $1 FOR UPDATE");
 
@@ -203,6 +234,28 @@ pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> R
         )
         .await?;
     row.as_ref().map(from_row).transpose()
+}
+
+pub struct Precheck {
+    pub resource: crate::domain::Resource,
+    pub peak: i64,
+    pub lapsed: bool,
+}
+
+pub async fn precheck(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Option<Precheck>, DbError> {
+    let stmt = c.prepare_cached(PRECHECK).await?;
+    let Some(row) = c.query_opt(&stmt, &[&resource_id, &start, &end, &now]).await? else { return Ok(None) };
+    Ok(Some(Precheck {
+        resource: super::resources::from_row(&row)?,
+        peak: row.try_get::<_, Option<i64>>("load")?.unwrap_or(0),
+        lapsed: row.try_get("lapsed")?,
+    }))
 }
 
 pub async fn expire_lapsed_overlapping(
@@ -328,6 +381,29 @@ fn failure_str(f: FailureReason) -> &'static str {
     }
 }
 
+/// The `intent` of the reservation document.
+pub fn intent_json(id: Uuid, state: &str, attempts: i32, updated_at: DateTime<Utc>) -> serde_json::Value {
+    serde_json::json!({
+        "id": id,
+        "state": state,
+        "attempts": attempts,
+        "updated_at": updated_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+    })
+}
+
+fn intent_of(row: &Row) -> Result<Option<serde_json::Value>, DbError> {
+    if !row.columns().iter().any(|c| c.name() == "intent_id") {
+        return Ok(None);
+    }
+    let Some(id) = row.try_get::<_, Option<Uuid>>("intent_id")? else { return Ok(None) };
+    Ok(Some(intent_json(
+        id,
+        row.try_get("intent_state")?,
+        row.try_get("intent_attempts")?,
+        row.try_get("intent_updated_at")?,
+    )))
+}
+
 fn from_row(row: &Row) -> Result<Reservation, DbError> {
     let source: &str = row.try_get("source")?;
     let failure: Option<&str> = row.try_get("failure_reason")?;
@@ -352,7 +428,7 @@ fn from_row(row: &Row) -> Result<Reservation, DbError> {
             "waitlist_offer" => Source::WaitlistOffer,
             other => return Err(DbError::Corrupt(format!("source {other}"))),
         },
-        intent: None,
+        intent: intent_of(row)?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })

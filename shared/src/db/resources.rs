@@ -76,7 +76,7 @@ pub fn authority_str(a: Authority) -> &'static str {
     }
 }
 
-fn from_row(row: &Row) -> Result<Resource, DbError> {
+pub(crate) fn from_row(row: &Row) -> Result<Resource, DbError> {
     let authority: &str = row.try_get("authority")?;
     Ok(Resource {
         id: row.try_get("id")?,

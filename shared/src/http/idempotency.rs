@@ -35,7 +35,9 @@ fn key_of(req: &Request) -> Result<Option<&str>, ApiError> {
     Ok(Some(key))
 }
 
-fn fingerprint(req: &Request, canonical_body: &[u8]) -> Vec<u8> {
+/// What identifies a request for its key, and for the approval an upstream confirm
+/// records: method, path and canonical body.
+pub fn fingerprint(req: &Request, canonical_body: &[u8]) -> Vec<u8> {
     let mut h = Sha256::new();
     h.update(req.method().as_str().as_bytes());
     h.update(b"\n");

@@ -10,7 +10,7 @@ mod problem;
 mod request;
 mod routes;
 
-pub use idempotency::run_idempotent;
+pub use idempotency::{fingerprint, run_idempotent};
 pub use lambda_http::{Body, Request, Response};
 pub use problem::{ApiError, PROBLEM_BASE};
 pub use request::{JsonBody, Rfc3339, json_body, principal, query_param};

@@ -1,0 +1,69 @@
+//! The `intent-worker` function, triggered by the intents queue (SQS). Each message
+//! names an intent; the worker claims it under a lease, writes to the system of record
+//! outside any transaction, and settles it (see `shared::intents`).
+//!
+//! The answer is an SQS partial batch response: a message whose work could not be done
+//! now (seat busy, breaker open, database unavailable) is reported as a batch item
+//! failure so SQS delivers it again; a message that cannot be read at all is reported
+//! too, until the redrive policy moves it to the dead-letter queue. Duplicates and
+//! redeliveries do nothing twice: only a `REQUESTED` intent can be claimed.
+
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use lambda_runtime::{Error, LambdaEvent};
+use serde::Deserialize;
+use shared::AppState;
+use shared::intents::{self, Processed};
+use uuid::Uuid;
+
+#[derive(Deserialize)]
+struct Envelope {
+    data: IntentMessage,
+}
+
+#[derive(Deserialize)]
+struct IntentMessage {
+    intent_id: Uuid,
+}
+
+/// Reads the intent id from a message body (the outbox envelope).
+pub fn intent_of(body: &str) -> Option<Uuid> {
+    serde_json::from_str::<Envelope>(body).ok().map(|e| e.data.intent_id)
+}
+
+/// Processes one message; `false` means "deliver it again".
+pub async fn process_message(state: &AppState, message: &SqsMessage) -> bool {
+    let Some(intent_id) = message.body.as_deref().and_then(intent_of) else {
+        tracing::error!(message_id = ?message.message_id, "unreadable intent message; leaving it for the DLQ");
+        return false;
+    };
+    let Some(upstream) = state.upstream.as_deref() else {
+        tracing::error!("no UPSTREAM_BASE_URL configured; cannot execute intents");
+        return false;
+    };
+    match intents::process(state, upstream, intent_id).await {
+        Ok(Processed::Retry) => false,
+        Ok(outcome) => {
+            tracing::info!(%intent_id, ?outcome, "intent message processed");
+            true
+        }
+        Err(e) => {
+            tracing::error!(%intent_id, error = %e, "intent processing failed; it will be delivered again");
+            false
+        }
+    }
+}
+
+/// The Lambda handler: the messages of a batch are processed concurrently.
+pub async fn handler(state: &AppState, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
+    let records = event.payload.records;
+    let outcomes = futures::future::join_all(records.iter().map(|m| process_message(state, m))).await;
+    let mut response = SqsBatchResponse::default();
+    for (message, ok) in records.iter().zip(outcomes) {
+        if !ok {
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = message.message_id.clone().unwrap_or_default();
+            response.batch_item_failures.push(failure);
+        }
+    }
+    Ok(response)
+}

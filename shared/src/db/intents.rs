@@ -1,0 +1,163 @@
+//! SQL for the `intents` and `approvals` tables.
+
+use super::{DbError, GenericClient};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+pub const INSERT_APPROVAL: &str = "INSERT INTO approvals (id, reservation_id, principal, action, fingerprint, created_at) \
+     VALUES ($1, $2, $3, 'confirm', $4, $5)";
+
+pub const INSERT: &str = "INSERT INTO intents (id, reservation_id, upstream_ref, state, not_before, created_at, updated_at) \
+     VALUES ($1, $2, $3, 'REQUESTED', $4, $4, $4)";
+
+/// The worker's claim of one intent: only a `REQUESTED` one that is due, skipping a row
+/// another worker holds. Moving it to `RESERVING` may hit `intents_one_write_per_seat`
+/// (another write to the same seat is in flight): the caller then tries again later.
+pub const CLAIM: &str = "WITH c AS ( \
+       SELECT id FROM intents WHERE id = $1 AND state = 'REQUESTED' AND not_before <= $2 FOR UPDATE SKIP LOCKED) \
+     UPDATE intents i SET state = 'RESERVING', lease_owner = $3, locked_until = $4, attempts = i.attempts + 1, \
+       updated_at = $2 \
+     FROM c, reservations r WHERE i.id = c.id AND r.id = i.reservation_id AND i.state = 'REQUESTED' \
+     RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at";
+
+/// The reaper's claim: intents whose lease lapsed in `RESERVING` (their worker died or
+/// hung), leased anew to the reaper.
+pub const CLAIM_LAPSED: &str = "WITH c AS ( \
+       SELECT id FROM intents WHERE state = 'RESERVING' AND locked_until <= $1 \
+       ORDER BY locked_until LIMIT $2 FOR UPDATE SKIP LOCKED) \
+     UPDATE intents i SET lease_owner = $3, locked_until = $4, updated_at = $1 \
+     FROM c, reservations r WHERE i.id = c.id AND r.id = i.reservation_id AND i.state = 'RESERVING' \
+     RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at";
+
+/// Gives a claim back unexecuted (the breaker was open): due again at `$3`.
+pub const UNCLAIM: &str = "UPDATE intents SET state = 'REQUESTED', lease_owner = NULL, locked_until = NULL, \
+     not_before = $3, last_error = $4, updated_at = $5 WHERE id = $1 AND state = 'RESERVING' AND lease_owner = $2";
+
+pub const POSTPONE: &str = "UPDATE intents SET not_before = $2, last_error = $3, updated_at = $4 \
+     WHERE id = $1 AND state = 'REQUESTED'";
+
+/// The terminal write, fenced by the lease: a late writer whose lease was taken over
+/// changes nothing.
+pub const FINISH: &str = "UPDATE intents SET state = $3, charge_id = $4, last_error = $5, lease_owner = NULL, \
+     locked_until = NULL, updated_at = $6 WHERE id = $1 AND state = 'RESERVING' AND lease_owner = $2 \
+     RETURNING reservation_id";
+
+pub const STATE_OF: &str = "SELECT state, charge_id FROM intents WHERE id = $1";
+
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub id: Uuid,
+    pub reservation_id: Uuid,
+    pub seat: String,
+    pub attempts: i32,
+    pub resource_id: Uuid,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub lease_owner: Uuid,
+}
+
+fn claimed(row: &tokio_postgres::Row, lease_owner: Uuid) -> Result<Claimed, tokio_postgres::Error> {
+    Ok(Claimed {
+        id: row.try_get(0)?,
+        reservation_id: row.try_get(1)?,
+        seat: row.try_get(2)?,
+        attempts: row.try_get(3)?,
+        resource_id: row.try_get(4)?,
+        start: row.try_get(5)?,
+        end: row.try_get(6)?,
+        lease_owner,
+    })
+}
+
+pub async fn insert_approval(
+    c: &impl GenericClient,
+    reservation_id: Uuid,
+    principal: &str,
+    fingerprint: &[u8],
+    now: DateTime<Utc>,
+) -> Result<(), DbError> {
+    let stmt = c.prepare_cached(INSERT_APPROVAL).await?;
+    c.execute(&stmt, &[&Uuid::new_v4(), &reservation_id, &principal, &fingerprint, &now]).await?;
+    Ok(())
+}
+
+pub async fn insert(
+    c: &impl GenericClient,
+    id: Uuid,
+    reservation_id: Uuid,
+    seat: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbError> {
+    let stmt = c.prepare_cached(INSERT).await?;
+    c.execute(&stmt, &[&id, &reservation_id, &seat, &now]).await?;
+    Ok(())
+}
+
+pub async fn claim(
+    c: &impl GenericClient,
+    id: Uuid,
+    now: DateTime<Utc>,
+    lease_owner: Uuid,
+    lease_until: DateTime<Utc>,
+) -> Result<Option<Claimed>, DbError> {
+    let stmt = c.prepare_cached(CLAIM).await?;
+    match c.query_opt(&stmt, &[&id, &now, &lease_owner, &lease_until]).await?.as_ref() {
+        Some(row) => Ok(Some(claimed(row, lease_owner)?)),
+        None => Ok(None),
+    }
+}
+
+pub async fn claim_lapsed(
+    c: &impl GenericClient,
+    now: DateTime<Utc>,
+    limit: i64,
+    lease_owner: Uuid,
+    lease_until: DateTime<Utc>,
+) -> Result<Vec<Claimed>, DbError> {
+    let stmt = c.prepare_cached(CLAIM_LAPSED).await?;
+    let rows = c.query(&stmt, &[&now, &limit, &lease_owner, &lease_until]).await?;
+    Ok(rows.iter().map(|r| claimed(r, lease_owner)).collect::<Result<_, _>>()?)
+}
+
+pub async fn unclaim(
+    c: &impl GenericClient,
+    claim: &Claimed,
+    not_before: DateTime<Utc>,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbError> {
+    let stmt = c.prepare_cached(UNCLAIM).await?;
+    c.execute(&stmt, &[&claim.id, &claim.lease_owner, &not_before, &reason, &now]).await?;
+    Ok(())
+}
+
+pub async fn postpone(
+    c: &impl GenericClient,
+    id: Uuid,
+    not_before: DateTime<Utc>,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbError> {
+    let stmt = c.prepare_cached(POSTPONE).await?;
+    c.execute(&stmt, &[&id, &not_before, &reason, &now]).await?;
+    Ok(())
+}
+
+/// `None` when the lease is no longer ours.
+#[allow(clippy::too_many_arguments)]
+pub async fn finish(
+    c: &impl GenericClient,
+    claim: &Claimed,
+    state: &str,
+    charge_id: Option<&str>,
+    error: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Option<Uuid>, DbError> {
+    let stmt = c.prepare_cached(FINISH).await?;
+    Ok(c.query_opt(&stmt, &[&claim.id, &claim.lease_owner, &state, &charge_id, &error, &now]).await?.map(|r| r.get(0)))
+}
+
+pub async fn state_of(c: &impl GenericClient, id: Uuid) -> Result<Option<(String, Option<String>)>, DbError> {
+    let stmt = c.prepare_cached(STATE_OF).await?;
+    Ok(c.query_opt(&stmt, &[&id]).await?.map(|r| (r.get(0), r.get(1))))
+}

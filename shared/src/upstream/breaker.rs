@@ -1,0 +1,128 @@
+//! The circuit breaker, its state in PostgreSQL so that one instance's failures protect
+//! every instance. Closed: calls pass, consecutive failures (5xx, timeout, reset) are
+//! counted. At the threshold it opens: nothing reaches the upstream until the cool-down
+//! passes. Then exactly one probe goes through (whoever takes it first, across
+//! instances); its success closes the breaker, its failure opens it for another
+//! cool-down. Everyone else is answered at once with a `Retry-After`.
+
+use super::UpstreamError;
+use crate::Clock;
+use crate::config::UpstreamConfig;
+use crate::db::{DbError, GenericClient, breakers};
+use chrono::{DateTime, Utc};
+use std::future::Future;
+use uuid::Uuid;
+
+/// The one system of record this deployment talks to.
+pub const NAME: &str = "upstream";
+
+#[derive(Debug, Clone, Copy)]
+pub struct Breaker {
+    pub failures: i32,
+    pub open_for: chrono::Duration,
+    /// How long a probe may take before another may try.
+    pub probe_window: chrono::Duration,
+}
+
+impl Breaker {
+    pub fn from_config(c: &UpstreamConfig) -> Self {
+        Self {
+            failures: c.breaker_failures,
+            open_for: c.breaker_open,
+            probe_window: chrono::Duration::from_std(c.connect_timeout + c.request_timeout)
+                .unwrap_or(chrono::Duration::seconds(10))
+                + chrono::Duration::seconds(1),
+        }
+    }
+}
+
+/// Permission to call.
+#[derive(Debug, Clone, Copy)]
+pub enum Pass {
+    /// Closed; `clean` when no failure is counted (a success then writes nothing).
+    Closed {
+        clean: bool,
+    },
+    Probe(Uuid),
+}
+
+fn retry_after(open_until: DateTime<Utc>, now: DateTime<Utc>) -> u64 {
+    ((open_until - now).num_milliseconds().max(0) as u64).div_ceil(1000).max(1)
+}
+
+/// Is the breaker open now? A read only: for requests that would need the upstream
+/// later (a confirm), to refuse them fast instead of queueing work that cannot run.
+pub async fn open_now(c: &impl GenericClient, now: DateTime<Utc>) -> Result<Option<u64>, DbError> {
+    Ok(match breakers::read(c, NAME).await? {
+        Some((_, Some(open_until))) if open_until > now => Some(retry_after(open_until, now)),
+        _ => None,
+    })
+}
+
+impl Breaker {
+    pub async fn admit(
+        &self,
+        c: &impl GenericClient,
+        now: DateTime<Utc>,
+    ) -> Result<Result<Pass, UpstreamError>, DbError> {
+        match breakers::read(c, NAME).await? {
+            None => Ok(Ok(Pass::Closed { clean: true })),
+            Some((failures, None)) => Ok(Ok(Pass::Closed { clean: failures == 0 })),
+            Some((_, Some(open_until))) if open_until > now => {
+                Ok(Err(UpstreamError::Unavailable { retry_after_seconds: retry_after(open_until, now) }))
+            }
+            Some(_) => {
+                let owner = Uuid::new_v4();
+                if breakers::take_probe(c, NAME, owner, now, now + self.probe_window).await? {
+                    tracing::info!("breaker half-open: probing the upstream");
+                    Ok(Ok(Pass::Probe(owner)))
+                } else {
+                    Ok(Err(UpstreamError::Unavailable { retry_after_seconds: 1 }))
+                }
+            }
+        }
+    }
+
+    pub async fn record<T>(
+        &self,
+        c: &impl GenericClient,
+        pass: Pass,
+        outcome: &Result<T, UpstreamError>,
+        now: DateTime<Utc>,
+    ) -> Result<(), DbError> {
+        let failed = outcome.as_ref().err().is_some_and(UpstreamError::is_failure);
+        let probe = match pass {
+            Pass::Probe(owner) => Some(owner),
+            Pass::Closed { .. } => None,
+        };
+        if failed {
+            let open_until = breakers::failure(c, NAME, now, self.failures, self.open_for, probe).await?;
+            if open_until.is_some_and(|t| t > now) {
+                tracing::warn!(?open_until, "breaker open");
+            }
+        } else if !matches!(pass, Pass::Closed { clean: true }) {
+            breakers::success(c, NAME, now).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs `call` if the breaker lets it, and records how it went. `c` is the caller's
+    /// own connection (no transaction is open on it across the call).
+    pub async fn guard<T, F>(
+        &self,
+        c: &impl GenericClient,
+        clock: &dyn Clock,
+        call: F,
+    ) -> Result<Result<T, UpstreamError>, DbError>
+    where
+        F: Future<Output = Result<T, UpstreamError>>,
+    {
+        let pass = match self.admit(c, clock.now()).await? {
+            Ok(pass) => pass,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let outcome = call.await;
+        self.record(c, pass, &outcome, clock.now()).await?;
+        Ok(outcome)
+    }
+}
