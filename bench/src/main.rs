@@ -1,1 +1,349 @@
+//! `bench`: the numbers behind the reservation service's two performance promises.
+//!
+//! One run prints everything, against a throwaway database and a dev server started in
+//! this process (the very handlers the Lambdas run, behind real HTTP on 127.0.0.1):
+//!
+//! - **(a) burst**: 100 principals hold the *same* slot of one capacity-1 resource at
+//!   the same instant, released together by a barrier over pre-warmed connections.
+//!   This is the moment the design exists for: exactly one 201 and 99 quick 409s per
+//!   round, or the service is wrong. Per-request latency over all rounds is reported,
+//!   and the target is p95 <= 100 ms.
+//! - **(b) uncontended throughput**: holds per second through HTTP when no two requests
+//!   share a resource, at a fixed concurrency for a fixed time after a warm-up. This is
+//!   the cost of a booking's transaction, locks and HTTP when nothing contends.
+//! - **(c) physical baseline**: plain `BEGIN; INSERT; COMMIT` of one row at the same
+//!   concurrency straight through tokio-postgres, in the same run on the same machine.
+//!   Absolute rates say more about the laptop than the code; (b) as a share of (c)
+//!   says how much of what the database can commit the service turns into bookings.
+//!   The target is (b) >= 50% of (c).
+//!
+//! The bench exits non-zero only when the service is *wrong*: a round without exactly
+//! one winner, a 5xx, a request without an answer, a failed hold of a free slot. A
+//! missed speed target is printed as MISS and is not a failure.
+//!
+//! ```text
+//! cargo run -p bench --release [-- --quick]
+//! ```
+//!
+//! Environment: `BENCH_DATABASE_URL` (admin connection; default
+//! `postgres://postgres@127.0.0.1:5432/postgres`), `BENCH_POOL_SIZE` (the server's pool,
+//! default 16), `BENCH_CONCURRENCY` (default 32), `BENCH_DURATION_SECS` (each of (b)
+//! and (c); default 10, quick 2), `BENCH_DATABASE_SETTINGS` (a diagnostic: `name=value`
+//! pairs, comma-separated, set on the bench database for every connection, e.g.
+//! `synchronous_commit=off` to see what commit flushes cost; default none).
 
+mod burst;
+mod setup;
+mod stats;
+mod throughput;
+
+use setup::{BenchDatabase, BoxError, Server};
+use stats::{Outcome, ms};
+use std::process::ExitCode;
+use std::time::Duration;
+use throughput::Phases;
+
+const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+const BURST_P95_TARGET: Duration = Duration::from_millis(100);
+const THROUGHPUT_SHARE_TARGET: f64 = 50.0;
+
+/// Everything a run depends on, printed at the start so a number is never read
+/// without the conditions it was taken under.
+#[derive(Debug, Clone)]
+struct Params {
+    quick: bool,
+    admin_url: String,
+    pool_size: usize,
+    concurrency: usize,
+    contenders: usize,
+    rounds: usize,
+    resources: usize,
+    phases: Phases,
+    database_settings: Vec<(String, String)>,
+}
+
+impl Params {
+    fn from_args_and_env() -> Result<Self, String> {
+        let mut quick = false;
+        for arg in std::env::args().skip(1) {
+            match arg.as_str() {
+                "--quick" => quick = true,
+                "-h" | "--help" => {
+                    return Err("usage: bench [--quick]   (see the crate docs for BENCH_* variables)".into());
+                }
+                other => return Err(format!("unknown argument {other:?}; usage: bench [--quick]")),
+            }
+        }
+        let seconds = env_number("BENCH_DURATION_SECS", if quick { 2 } else { 10 })?;
+        Ok(Self {
+            quick,
+            admin_url: std::env::var("BENCH_DATABASE_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.into()),
+            pool_size: env_number("BENCH_POOL_SIZE", 16)?,
+            concurrency: env_number("BENCH_CONCURRENCY", 32)?,
+            contenders: 100,
+            rounds: if quick { 3 } else { 10 },
+            resources: 200,
+            phases: Phases {
+                // Long enough to open every connection, prepare every statement and
+                // let the first wave of requests settle.
+                warmup: if quick { Duration::from_millis(500) } else { Duration::from_secs(2) },
+                measure: Duration::from_secs(seconds as u64),
+            },
+            database_settings: database_settings(&std::env::var("BENCH_DATABASE_SETTINGS").unwrap_or_default())?,
+        })
+    }
+}
+
+/// `a=1, b.c=on` as pairs. Names are restricted to what a PostgreSQL setting can be
+/// called, because they go into the SQL text unquoted.
+fn database_settings(spec: &str) -> Result<Vec<(String, String)>, String> {
+    spec.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').ok_or_else(|| format!("{pair:?} is not name=value"))?;
+            let name = name.trim();
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
+                return Err(format!("{name:?} is not a setting name"));
+            }
+            Ok((name.to_string(), value.trim().to_string()))
+        })
+        .collect()
+}
+
+/// A positive integer from the environment, or `default` when unset.
+fn env_number(name: &str, default: usize) -> Result<usize, String> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("{name} must be a positive integer, not {v:?}")),
+        },
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let params = match Params::from_args_and_env() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    print_parameters(&params);
+    let db = match BenchDatabase::create(&params.admin_url).await {
+        Ok(db) => db,
+        Err(e) => {
+            println!("ERROR: cannot create the bench database: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    println!("database: {} (dropped at the end)", db.name);
+
+    // On a task of its own so that a panic comes back here as an error and the
+    // database is still dropped.
+    let outcome = tokio::spawn(run(params, db.url.clone())).await;
+    if let Err(e) = db.drop().await {
+        println!("warning: could not drop the bench database: {e}");
+    }
+    match outcome {
+        Ok(Ok(true)) => ExitCode::SUCCESS,
+        Ok(Ok(false)) => ExitCode::FAILURE,
+        Ok(Err(e)) => {
+            println!("ERROR: the bench could not run: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            println!("ERROR: the bench panicked: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn print_parameters(p: &Params) {
+    let cores = std::thread::available_parallelism().map_or_else(|e| format!("unknown ({e})"), |n| n.to_string());
+    println!("reservation service bench ({})", if p.quick { "quick" } else { "full" });
+    println!("machine: {cores} cores, {} {}", std::env::consts::OS, std::env::consts::ARCH);
+    println!(
+        "parameters: server pool {} (BENCH_POOL_SIZE), concurrency {} (BENCH_CONCURRENCY), \
+         burst {} contenders x {} rounds, {} resources for throughput, warm-up {:.1} s, measure {:.1} s",
+        p.pool_size,
+        p.concurrency,
+        p.contenders,
+        p.rounds,
+        p.resources,
+        p.phases.warmup.as_secs_f64(),
+        p.phases.measure.as_secs_f64()
+    );
+    if !p.database_settings.is_empty() {
+        let list: Vec<String> = p.database_settings.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        println!("database settings (BENCH_DATABASE_SETTINGS, diagnostic): {}", list.join(", "));
+    }
+}
+
+/// The whole measurement; `Ok(false)` when the service answered wrongly.
+async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
+    let mut db = setup::connect(&database_url).await?;
+    shared::db::migrate(&mut db).await?;
+    apply_database_settings(&db, &p.database_settings).await?;
+    print_database_settings(&db).await?;
+    let server = Server::start(&database_url, p.pool_size).await?;
+    let mut correct = true;
+
+    println!();
+    println!("(a) burst: {} concurrent holds of one slot of a capacity-1 resource, {} rounds", p.contenders, p.rounds);
+    let burst = burst::run(&server, &db, p.contenders, p.rounds).await?;
+    correct &= print_burst(&burst);
+
+    println!();
+    println!(
+        "(b) uncontended holds through HTTP: {} resources, concurrency {}, {:.1} s",
+        p.resources,
+        p.concurrency,
+        p.phases.measure.as_secs_f64()
+    );
+    let holds = throughput::http_holds(&server, p.resources, p.concurrency, p.phases).await?;
+    correct &= print_throughput(&holds, "holds/s", Outcome::Status(201));
+    drop(server);
+
+    println!();
+    println!(
+        "(c) baseline: BEGIN; INSERT one row; COMMIT through tokio-postgres, {} connections, {:.1} s",
+        p.concurrency,
+        p.phases.measure.as_secs_f64()
+    );
+    let baseline = throughput::sql_inserts(&database_url, p.concurrency, p.phases).await?;
+    correct &= print_throughput(&baseline, "transactions/s", Outcome::Committed);
+
+    println!();
+    print_summary(&burst, &holds, &baseline, correct);
+    Ok(correct)
+}
+
+/// Sets each pair on the bench database; connections opened afterwards (the server's
+/// pool, the baseline's) start with them.
+async fn apply_database_settings(db: &tokio_postgres::Client, settings: &[(String, String)]) -> Result<(), BoxError> {
+    let name: String = db.query_one("SELECT current_database()", &[]).await?.get(0);
+    for (setting, value) in settings {
+        let value = value.replace('\'', "''");
+        db.batch_execute(&format!("ALTER DATABASE {name} SET {setting} = '{value}'")).await?;
+    }
+    Ok(())
+}
+
+/// The settings that decide what a commit costs, so a baseline is read in context.
+async fn print_database_settings(db: &tokio_postgres::Client) -> Result<(), BoxError> {
+    let row = db
+        .query_one(
+            "SELECT current_setting('server_version'), current_setting('fsync'), \
+             current_setting('synchronous_commit'), current_setting('max_connections'), \
+             current_setting('shared_buffers')",
+            &[],
+        )
+        .await?;
+    let s = |i: usize| row.get::<_, String>(i);
+    println!(
+        "postgres: {}, fsync={}, synchronous_commit={}, max_connections={}, shared_buffers={}",
+        s(0),
+        s(1),
+        s(2),
+        s(3),
+        s(4)
+    );
+    Ok(())
+}
+
+/// Prints each round and the latency; `false` if any round was wrong.
+fn print_burst(report: &burst::Report) -> bool {
+    print_round("warm-up", &report.warmup, report.contenders);
+    for (i, r) in report.rounds.iter().enumerate() {
+        print_round(&format!("round {:>2}", i + 1), r, report.contenders);
+    }
+    if let Some(l) = report.latency() {
+        println!("  latency per request, rounds 1-{} (not the warm-up): {l}", report.rounds.len());
+    }
+    let correct = report.all_correct() && !report.any_failure();
+    if !correct {
+        println!(
+            "FAIL: burst: every round must answer exactly 1x201 and {}x409 and store one hold, without 5xx",
+            report.contenders - 1
+        );
+    }
+    correct
+}
+
+fn print_round(label: &str, r: &burst::Round, contenders: usize) {
+    let verdict = if r.is_correct(contenders) { "ok" } else { "WRONG" };
+    println!(
+        "  {label:<8}: {:<16} stored active {}  wall {:>9}  slowest {:>9}  {verdict}",
+        r.tally.to_string(),
+        r.stored_active,
+        ms(r.wall),
+        ms(r.latencies.iter().copied().max().unwrap_or_default()),
+    );
+    if let Some(e) = &r.first_error {
+        println!("            first error: {e}");
+    }
+}
+
+/// Prints the rate and latency; `false` if anything but `success` was answered, since
+/// every request here targets a free slot (or a plain insert) and must succeed.
+fn print_throughput(report: &throughput::Report, unit: &str, success: Outcome) -> bool {
+    println!("  {unit}: {:.1}  ({} in {:.1} s)", report.per_second(), report.successes, report.window.as_secs_f64());
+    if let Some(l) = &report.latency {
+        println!("  latency: {l}");
+    }
+    let unexpected = report.unexpected(success);
+    println!("  other outcomes (warm-up included): {unexpected}");
+    if let Some(e) = &report.first_error {
+        println!("  first error: {e}");
+    }
+    let correct = unexpected.total() == 0;
+    if !correct {
+        println!("FAIL: {unit}: {unexpected} where only {success} is right");
+    }
+    correct
+}
+
+fn print_summary(burst: &burst::Report, holds: &throughput::Report, baseline: &throughput::Report, correct: bool) {
+    let verdict = |ok: bool| if ok { "PASS" } else { "MISS" };
+    println!("summary");
+    let share = 100.0 * holds.per_second() / baseline.per_second().max(f64::MIN_POSITIVE);
+    println!(
+        "  uncontended / baseline: {:.1} / {:.1} per second = {share:.1} %",
+        holds.per_second(),
+        baseline.per_second()
+    );
+    let p95 = burst.latency().map(|l| l.p95);
+    let burst_ok = burst.all_correct() && p95.is_some_and(|p| p <= BURST_P95_TARGET);
+    println!(
+        "  target: burst: exactly 1 winner each round, p95 <= {}: {} (p95 {}, {} of {} rounds right)",
+        ms(BURST_P95_TARGET),
+        verdict(burst_ok),
+        p95.map_or_else(|| "n/a".into(), ms),
+        burst.rounds.iter().filter(|r| r.is_correct(burst.contenders)).count(),
+        burst.rounds.len()
+    );
+    println!(
+        "  target: uncontended >= {THROUGHPUT_SHARE_TARGET:.0}% of baseline: {} ({share:.1} %)",
+        verdict(share >= THROUGHPUT_SHARE_TARGET)
+    );
+    println!("  correctness: {}", if correct { "OK" } else { "FAIL" });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::database_settings;
+
+    #[test]
+    fn database_settings_parse_and_refuse_injection() {
+        assert_eq!(
+            database_settings(" synchronous_commit=off, a.b = 1 ").unwrap(),
+            vec![("synchronous_commit".into(), "off".into()), ("a.b".into(), "1".into())]
+        );
+        assert!(database_settings("").unwrap().is_empty());
+        assert!(database_settings("x; DROP TABLE y=1").is_err());
+        assert!(database_settings("novalue").is_err());
+    }
+}

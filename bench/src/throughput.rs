@@ -1,0 +1,232 @@
+//! (b) and (c): closed-loop throughput at a fixed concurrency for a fixed time.
+//!
+//! Each of `concurrency` workers sends one request, waits for the answer, and sends
+//! the next, like a client with that many requests in flight. Only answers that
+//! arrive inside the measured window count, so the warm-up (connection setup,
+//! statement preparation, cold caches) and the requests still in flight at the end
+//! do not skew the rate.
+
+use crate::setup::{self, BoxError, Server};
+use crate::stats::{Outcome, Summary, Tally};
+use chrono::{DateTime, Duration as Span, DurationRound, Utc};
+use futures::{StreamExt, TryStreamExt};
+use serde_json::json;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio_postgres::{Client, Statement};
+use uuid::Uuid;
+
+/// One request in flight at a time; `Err` says why there was no answer.
+pub trait Worker: Send + 'static {
+    fn call(&mut self) -> impl Future<Output = Result<Outcome, String>> + Send;
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Phases {
+    pub warmup: Duration,
+    pub measure: Duration,
+}
+
+pub struct Report {
+    /// Successes answered inside the measured window.
+    pub successes: u64,
+    pub measured: Tally,
+    pub warmup: Tally,
+    /// Of the successes only: a fast failure should not flatter the numbers.
+    pub latency: Option<Summary>,
+    pub window: Duration,
+    pub first_error: Option<String>,
+}
+
+impl Report {
+    pub fn per_second(&self) -> f64 {
+        self.successes as f64 / self.window.as_secs_f64()
+    }
+
+    /// What was answered that was not a success, warm-up included.
+    pub fn unexpected(&self, success: Outcome) -> Tally {
+        let mut all = self.measured.clone();
+        all.merge(&self.warmup);
+        all.0.remove(&success);
+        all
+    }
+}
+
+#[derive(Default)]
+struct WorkerTally {
+    measured: Tally,
+    warmup: Tally,
+    latencies: Vec<Duration>,
+    first_error: Option<String>,
+}
+
+/// Runs every worker through the warm-up and the measured window.
+pub async fn drive<W: Worker>(workers: Vec<W>, phases: Phases, success: Outcome) -> Result<Report, BoxError> {
+    let measure_from = Instant::now() + phases.warmup;
+    let until = measure_from + phases.measure;
+    let tasks: Vec<_> = workers.into_iter().map(|w| tokio::spawn(work(w, measure_from, until, success))).collect();
+    let mut total = WorkerTally::default();
+    for task in futures::future::join_all(tasks).await {
+        let t = task?;
+        total.measured.merge(&t.measured);
+        total.warmup.merge(&t.warmup);
+        total.latencies.extend(t.latencies);
+        total.first_error = total.first_error.or(t.first_error);
+    }
+    Ok(Report {
+        successes: total.measured.count(success),
+        measured: total.measured,
+        warmup: total.warmup,
+        latency: Summary::of(total.latencies),
+        window: phases.measure,
+        first_error: total.first_error,
+    })
+}
+
+async fn work<W: Worker>(mut worker: W, measure_from: Instant, until: Instant, success: Outcome) -> WorkerTally {
+    let mut t = WorkerTally::default();
+    loop {
+        let started = Instant::now();
+        if started >= until {
+            return t;
+        }
+        let outcome = match worker.call().await {
+            Ok(o) => o,
+            Err(e) => {
+                t.first_error.get_or_insert(e);
+                Outcome::Error
+            }
+        };
+        let finished = Instant::now();
+        // Counted by when the answer came: in a steady closed loop, answers per second
+        // inside the window is the throughput, whatever the requests' start times.
+        if finished < measure_from {
+            t.warmup.add(outcome);
+        } else if finished <= until {
+            t.measured.add(outcome);
+            if outcome == success {
+                t.latencies.push(finished - started);
+            }
+        }
+    }
+}
+
+// ---- (b) holds through HTTP ------------------------------------------------------
+
+/// Hands out (resource, slot) pairs that no two requests share: request `seq` goes to
+/// resource `seq % n`, in slot `seq / n` of five minutes. Neighbouring requests, which
+/// are the ones in flight together, land on different resources, so no request waits
+/// for another's resource lock.
+struct SlotPlan {
+    resources: Vec<Uuid>,
+    day: DateTime<Utc>,
+    next: AtomicU64,
+}
+
+impl SlotPlan {
+    const SLOT_MINUTES: i64 = 5;
+
+    fn next_body(&self) -> serde_json::Value {
+        let seq = self.next.fetch_add(1, Ordering::Relaxed);
+        let n = self.resources.len() as u64;
+        let resource = self.resources[(seq % n) as usize];
+        let start = self.day + Span::minutes((seq / n) as i64 * Self::SLOT_MINUTES);
+        let end = start + Span::minutes(Self::SLOT_MINUTES);
+        let at = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        json!({"resource_id": resource, "start": at(start), "end": at(end)})
+    }
+}
+
+struct HttpHolds {
+    http: reqwest::Client,
+    url: String,
+    principal: String,
+    plan: Arc<SlotPlan>,
+}
+
+impl Worker for HttpHolds {
+    async fn call(&mut self) -> Result<Outcome, String> {
+        let request = self
+            .http
+            .post(&self.url)
+            .header("x-principal", &self.principal)
+            .json(&self.plan.next_body())
+            .build()
+            .map_err(|e| e.to_string())?;
+        setup::send(&self.http, request).await
+    }
+}
+
+/// Makes `resources` resources, then drives `concurrency` workers of holds at them.
+pub async fn http_holds(
+    server: &Server,
+    resources: usize,
+    concurrency: usize,
+    phases: Phases,
+) -> Result<Report, BoxError> {
+    let http = setup::http_client(concurrency);
+    // `concurrency` at a time, which also opens the connections the workers will use.
+    let ids: Vec<Uuid> = futures::stream::iter(0..resources)
+        .map(|i| {
+            let http = &http;
+            async move { setup::create_resource(http, server, &format!("throughput {i}")).await }
+        })
+        .buffered(concurrency)
+        .try_collect()
+        .await?;
+    // Two days after the burst's day, so the two phases never share a slot; ten
+    // thousand slots per resource would still end within the booking horizon.
+    let day = (Utc::now() + Span::days(32)).duration_trunc(Span::days(1)).expect("a day truncates");
+    let plan = Arc::new(SlotPlan { resources: ids, day, next: AtomicU64::new(0) });
+    let url = server.url("/v1/reservations");
+    let workers = (0..concurrency)
+        .map(|i| HttpHolds {
+            http: http.clone(),
+            url: url.clone(),
+            principal: format!("worker-{i}"),
+            plan: plan.clone(),
+        })
+        .collect();
+    drive(workers, phases, Outcome::Status(201)).await
+}
+
+// ---- (c) the physical baseline ---------------------------------------------------
+
+/// The cheapest durable write a booking could possibly be: one row, one transaction,
+/// three round trips (BEGIN, INSERT, COMMIT), the default synchronous commit, and a
+/// connection of its own per worker so that nothing queues for a pool.
+struct SqlInserts {
+    client: Client,
+    insert: Statement,
+}
+
+impl SqlInserts {
+    async fn insert_one(&mut self) -> Result<(), tokio_postgres::Error> {
+        let tx = self.client.transaction().await?;
+        tx.execute(&self.insert, &[&Uuid::new_v4(), &"baseline row", &Utc::now()]).await?;
+        tx.commit().await
+    }
+}
+
+impl Worker for SqlInserts {
+    async fn call(&mut self) -> Result<Outcome, String> {
+        self.insert_one().await.map(|()| Outcome::Committed).map_err(|e| format!("insert failed: {e}"))
+    }
+}
+
+pub const BASELINE_TABLE: &str =
+    "CREATE TABLE bench_baseline (id uuid PRIMARY KEY, payload text NOT NULL, created_at timestamptz NOT NULL)";
+
+/// Creates the baseline table, then drives `concurrency` connections of inserts.
+pub async fn sql_inserts(database_url: &str, concurrency: usize, phases: Phases) -> Result<Report, BoxError> {
+    setup::connect(database_url).await?.batch_execute(BASELINE_TABLE).await?;
+    let workers = futures::future::try_join_all((0..concurrency).map(|_| async {
+        let client = setup::connect(database_url).await?;
+        let insert = client.prepare("INSERT INTO bench_baseline (id, payload, created_at) VALUES ($1, $2, $3)").await?;
+        Ok::<_, BoxError>(SqlInserts { client, insert })
+    }))
+    .await?;
+    drive(workers, phases, Outcome::Committed).await
+}
