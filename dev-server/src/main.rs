@@ -9,6 +9,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let mut state = AppState::from_env(Defaults::DevServer)?.with_upstream_from_config();
     let applied = db::connect_and_migrate(&state.config).await?;
+    // `dev-server migrate`: apply the migrations to DATABASE_URL and stop (how a deploy
+    // migrates RDS: run it once from a machine or task that reaches the database).
+    if std::env::args().nth(1).as_deref() == Some("migrate") {
+        println!("applied {applied} migration(s)");
+        return Ok(());
+    }
     let port: u16 = env("PORT").map(|p| p.parse()).transpose()?.unwrap_or(3000);
     let sweep_every = Duration::from_secs(env("SWEEP_INTERVAL_SECONDS").map(|s| s.parse()).transpose()?.unwrap_or(15));
     let mut background = Vec::new();

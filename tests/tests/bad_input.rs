@@ -263,6 +263,10 @@ async fn every_bad_input_gets_a_4xx_problem_and_never_a_5xx() {
         },
         Case {
             principal: Some("admin"),
+            ..case("NUL in a name", "POST", "/v1/resources", r#"{"name":"a\u0000b"}"#, 400, "validation-error")
+        },
+        Case {
+            principal: Some("admin"),
             ..case("capacity zero", "POST", "/v1/resources", r#"{"name":"x","capacity":0}"#, 400, "validation-error")
         },
         Case {

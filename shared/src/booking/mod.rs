@@ -76,6 +76,13 @@ pub async fn create_resource(
     if !(1..=200).contains(&name_len) {
         errors.push(FieldError::new("name", "must be 1 to 200 characters"));
     }
+    // PostgreSQL text cannot hold NUL, and no name needs control characters.
+    if new.name.chars().any(char::is_control) {
+        errors.push(FieldError::new("name", "must not contain control characters"));
+    }
+    if new.upstream_ref.as_deref().is_some_and(|r| r.chars().any(char::is_control)) {
+        errors.push(FieldError::new("upstream_ref", "must not contain control characters"));
+    }
     if !(1..=100_000).contains(&new.capacity) {
         errors.push(FieldError::new("capacity", "must be between 1 and 100000"));
     }
