@@ -25,6 +25,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             state = state.with_intents(Queue::Sqs(SqsPublisher::new(sqs.clone(), url.clone())));
             background.push(tokio::spawn(dev_server::run_intent_worker_on_sqs(state.clone(), sqs, url)));
         }
+        None if state.upstream.is_none() => {
+            tracing::warn!("no UPSTREAM_BASE_URL: upstream confirmations wait as CONFIRMING until one is configured");
+        }
         None => {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             state = state.with_intents(Queue::Channel(tx.clone()));
