@@ -238,17 +238,25 @@ async fn a_retry_takes_over_a_key_whose_original_died_once_its_lease_lapses() {
     wait_for_claim(&app, "dies").await;
     // The original's database session dies mid-request, as a function killed by its
     // timeout would: its transaction is gone, its claim is left behind.
-    let killed: i64 = app
-        .db()
-        .await
-        .query_one(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    // (Once it is queued on the lock the test holds: the claim commits a moment before.)
+    let mut killed: i64 = 0;
+    for _ in 0..500 {
+        killed = app
+            .db()
+            .await
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if killed > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     assert_eq!(killed, 1);
     assert!(original.await.unwrap().is_server_error());
     lock.rollback().await.unwrap();

@@ -1,0 +1,269 @@
+//! `upstream-bench`: seed 000's table, side by side, in one run.
+//!
+//! The seed's first version wrote to the system of record on the request path: every
+//! one of 100 competing confirmations of one seat sent its own upstream POST, and the
+//! upstream's own race decided. This service refuses the competitors locally (the
+//! reservation guard in PostgreSQL), queues one intent, and lets the worker send one
+//! write. The run measures, against a real HTTP upstream mock on 127.0.0.1:
+//!
+//! 1. **burst**: upstream POSTs, outcome counts and confirm latency (p95) for 100
+//!    competing requests on one seat, for a naive direct path and for this service
+//!    (plus the winner's time until `CONFIRMED`);
+//! 2. **read storm**: availability reads of one upstream seat by many concurrent
+//!    readers for a while, and how many reached the upstream (target >= 500:1);
+//! 3. **outage**: the upstream failing every call, 25 requests a second for 10 s:
+//!    calls that reached it, how many while the breaker was open (target 0), and how
+//!    fast the refusals were.
+//!
+//! ```text
+//! cargo run -p bench --release --bin upstream-bench [-- --quick]
+//! ```
+//! Uses `TEST_DATABASE_URL` (default: PostgreSQL on 127.0.0.1:5432) for a fresh database.
+
+use acceptance::upstream_mock::MockUpstream;
+use acceptance::{Options, TestApp, hours};
+use futures::future::join_all;
+use serde_json::{Value, json};
+use shared::upstream::{SystemOfRecord, UpstreamError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Barrier;
+
+fn pct(mut v: Vec<Duration>, p: f64) -> Duration {
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    v.sort_unstable();
+    let i = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[i.clamp(1, v.len()) - 1]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// The seed's first version: each request writes upstream itself.
+async fn naive(
+    upstream: &MockUpstream,
+    config: &shared::config::UpstreamConfig,
+    n: usize,
+) -> (u64, usize, usize, Duration) {
+    let sor = Arc::new(shared::upstream::HttpSystemOfRecord::from_config(config).expect("configured"));
+    let before = upstream.with(|s| s.posts);
+    let (s, e) = (acceptance::day() + chrono::Duration::hours(30), acceptance::day() + chrono::Duration::hours(31));
+    let barrier = Arc::new(Barrier::new(n));
+    let results = join_all((0..n).map(|i| {
+        let (sor, barrier) = (sor.clone(), barrier.clone());
+        async move {
+            barrier.wait().await;
+            let started = Instant::now();
+            let r = sor.reserve("naive-seat", s, e, &format!("naive-{i}")).await;
+            (r, started.elapsed())
+        }
+    }))
+    .await;
+    let won = results.iter().filter(|(r, _)| r.is_ok()).count();
+    let raced = results.iter().filter(|(r, _)| matches!(r, Err(UpstreamError::Taken))).count();
+    let p95 = pct(results.iter().map(|(_, d)| *d).collect(), 95.0);
+    (upstream.with(|s| s.posts) - before, won, raced, p95)
+}
+
+#[tokio::main]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let upstream = MockUpstream::start().await;
+    let mut app = TestApp::spawn_with(Options { upstream: Some(upstream.base.clone()), ..Default::default() }).await;
+    // The dev server's in-process intent queue and worker, as `scripts/dev` runs them.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    app.state = app.state.clone().with_intents(shared::events::Queue::Channel(tx.clone()));
+    tokio::spawn(dev_server::run_intent_worker(app.state.clone(), rx, tx));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(dev_server::serve(listener, app.state.clone()));
+    let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap();
+    println!(
+        "upstream bench ({}) on {} cores",
+        if quick { "quick" } else { "full" },
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+
+    // 1. the burst
+    let (naive_posts, naive_won, naive_raced, naive_p95) = naive(&upstream, &app.state.config.upstream, 100).await;
+    let seat = app.resource_with(json!({"name": "Seat", "authority": "upstream", "upstream_ref": "seat-1"})).await;
+    for _ in 0..100 {
+        let _ = http.get(format!("{base}/v1/health")).send().await;
+    }
+    // A warm-up burst on another day, so that each pooled connection has prepared its
+    // statements before the measured one.
+    let (ws, we) = hours(40, 41);
+    join_all((0..100).map(|i| {
+        http.post(format!("{base}/v1/reservations"))
+            .header("x-principal", format!("w{i}"))
+            .json(&json!({"resource_id": seat, "start": ws, "end": we, "confirm": true}))
+            .send()
+    }))
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = upstream.with(|s| s.posts);
+    let (s, e) = hours(10, 11);
+    let barrier = Arc::new(Barrier::new(100));
+    let results = join_all((0..100).map(|i| {
+        let req = http
+            .post(format!("{base}/v1/reservations"))
+            .header("x-principal", format!("u{i}"))
+            .json(&json!({"resource_id": seat, "start": s, "end": e, "confirm": true}));
+        let barrier = barrier.clone();
+        async move {
+            barrier.wait().await;
+            let started = Instant::now();
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let body: Value = resp.json().await.unwrap_or(Value::Null);
+            (status, body, started.elapsed())
+        }
+    }))
+    .await;
+    let accepted: Vec<&Value> = results.iter().filter(|r| r.0 == 202).map(|r| &r.1).collect();
+    let refused = results.iter().filter(|r| r.0 == 409).count();
+    let p95 = pct(results.iter().map(|r| r.2).collect(), 95.0);
+    let loser_p95 = pct(results.iter().filter(|r| r.0 == 409).map(|r| r.2).collect(), 95.0);
+    let confirmed_after = async {
+        let (id, owner) = (accepted[0]["id"].as_str().unwrap(), accepted[0]["owner"].as_str().unwrap());
+        let started = Instant::now();
+        loop {
+            let r: Value = http
+                .get(format!("{base}/v1/reservations/{id}"))
+                .header("x-principal", owner)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if r["status"] != "CONFIRMING" {
+                return (r["status"].as_str().unwrap_or("?").to_string(), started.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    let (final_status, settle) = if accepted.len() == 1 { confirmed_after.await } else { ("?".into(), Duration::ZERO) };
+    let service_posts = upstream.with(|s| s.posts) - before;
+    println!("\n1. burst: 100 competing confirmations of one seat");
+    println!("  path            upstream POSTs  outcome                      confirm p95");
+    println!(
+        "  naive direct    {naive_posts:>14}  {naive_won} success / {naive_raced} race            {}",
+        ms(naive_p95)
+    );
+    println!(
+        "  this service    {service_posts:>14}  {} accepted / {refused} refused at once   {} (losers {}), winner {final_status} {} after its 202",
+        accepted.len(),
+        ms(p95),
+        ms(loser_p95),
+        ms(settle)
+    );
+    println!("  seed 000 for reference: direct 100 POSTs, 2/98, p95 1.50 s; intent worker 1 POST, 1/99, p95 3.08 s");
+    let burst_ok = service_posts == 1 && accepted.len() == 1 && refused == 99 && final_status == "CONFIRMED";
+
+    // 2. the read storm
+    let storm = if quick { Duration::from_secs(2) } else { Duration::from_secs(10) };
+    let readers = 64;
+    let (from, to) = hours(8, 20);
+    let reads_before = upstream.with(|s| s.availability_reads);
+    let deadline = Instant::now() + storm;
+    let counts = join_all((0..readers).map(|_| {
+        let (http, base, from, to) = (http.clone(), base.clone(), from.clone(), to.clone());
+        async move {
+            let (mut ok, mut other) = (0u64, 0u64);
+            while Instant::now() < deadline {
+                let resp = http
+                    .get(format!("{base}/v1/resources/{seat}/availability"))
+                    .header("x-principal", "reader")
+                    .query(&[("from", &from), ("to", &to)])
+                    .send()
+                    .await
+                    .unwrap();
+                if resp.status() == 200 {
+                    ok += 1
+                } else {
+                    other += 1
+                }
+                let _ = resp.bytes().await;
+            }
+            (ok, other)
+        }
+    }))
+    .await;
+    let reads: u64 = counts.iter().map(|c| c.0).sum();
+    let not_ok: u64 = counts.iter().map(|c| c.1).sum();
+    let upstream_reads = upstream.with(|s| s.availability_reads) - reads_before;
+    let ratio = reads as f64 / upstream_reads.max(1) as f64;
+    println!(
+        "\n2. read storm: {readers} readers of one seat for {} s (cache period {} ms)",
+        storm.as_secs(),
+        app.state.config.upstream.cache_ttl.num_milliseconds()
+    );
+    println!(
+        "  reads {reads} ({not_ok} not 200), upstream reads {upstream_reads}, ratio {ratio:.0}:1  target >= 500:1: {}",
+        if ratio >= 500.0 { "PASS" } else { "MISS" }
+    );
+
+    // 3. the outage
+    let seat2 = app.resource_with(json!({"name": "Seat 2", "authority": "upstream", "upstream_ref": "seat-2"})).await;
+    upstream.with(|s| s.down = true);
+    let calls_before = upstream.with(|s| s.calls);
+    let outage = if quick { Duration::from_secs(4) } else { Duration::from_secs(10) };
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    let mut statuses = std::collections::BTreeMap::new();
+    let mut calls_while_open = 0;
+    let mut i = 0u32;
+    while started.elapsed() < outage {
+        // The breaker's open_until before the request: if it is still in the future once
+        // the answer is in, the breaker was open (not half-open, when one probe may
+        // pass) for the whole request, and no call may have reached the upstream.
+        let open_until = shared::db::breakers::read(&app.db().await, shared::upstream::breaker::NAME)
+            .await
+            .unwrap()
+            .and_then(|(_, until)| until);
+        let calls_at = upstream.with(|s| s.calls);
+        let t0 = Instant::now();
+        let resp = http
+            .get(format!("{base}/v1/resources/{seat2}/availability"))
+            .header("x-principal", "reader")
+            .query(&[("from", &from), ("to", &to)])
+            .send()
+            .await
+            .unwrap();
+        latencies.push(t0.elapsed());
+        *statuses.entry(resp.status().as_u16()).or_insert(0u32) += 1;
+        let _ = resp.bytes().await;
+        if open_until.is_some_and(|t| t > chrono::Utc::now()) {
+            calls_while_open += upstream.with(|s| s.calls) - calls_at;
+        }
+        i += 1;
+        tokio::time::sleep_until((started + Duration::from_millis(40) * i).into()).await;
+    }
+    let total_calls = upstream.with(|s| s.calls) - calls_before;
+    let threshold = app.state.config.upstream.breaker_failures;
+    let open_ms = app.state.config.upstream.breaker_open.num_milliseconds();
+    println!(
+        "\n3. outage: upstream failing, 25 requests/s for {} s (breaker {threshold} failures, open {open_ms} ms)",
+        outage.as_secs()
+    );
+    println!(
+        "  requests {} {:?}, upstream calls {total_calls} (threshold {threshold} + probes), calls while open {calls_while_open}  target 0: {}",
+        latencies.len(),
+        statuses,
+        if calls_while_open == 0 { "PASS" } else { "MISS" }
+    );
+    println!(
+        "  answer latency p50 {} p95 {} p99 {}",
+        ms(pct(latencies.clone(), 50.0)),
+        ms(pct(latencies.clone(), 95.0)),
+        ms(pct(latencies, 99.0))
+    );
+    println!("\ntargets: 100 -> 1 POST: {}", if burst_ok { "PASS" } else { "FAIL" });
+    if !burst_ok {
+        std::process::exit(1);
+    }
+}
