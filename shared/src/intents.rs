@@ -188,6 +188,12 @@ pub async fn settle(
         crate::db::waitlist::settle_offers(&tx, &[r.id], crate::domain::WaitlistStatus::Accepted, now).await?;
     }
     tx.commit().await?;
+    crate::metrics::count(match resolution {
+        Resolution::Succeeded { .. } => "IntentsSucceeded",
+        Resolution::FailedRace => "IntentsFailedRace",
+        Resolution::FailedAuth => "IntentsFailedAuth",
+        Resolution::FailedUpstream => "IntentsFailedUpstream",
+    });
     tracing::info!(intent_id = %claim.id, reservation_id = %r.id, state = resolution.state(), "intent settled");
     Ok(true)
 }

@@ -21,6 +21,7 @@ pub mod domain;
 pub mod events;
 pub mod http;
 pub mod intents;
+pub mod metrics;
 pub mod upstream;
 
 pub use clock::{Clock, SystemClock};

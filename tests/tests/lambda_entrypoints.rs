@@ -403,6 +403,16 @@ async fn the_function_binaries_serve_a_reservation_end_to_end_under_the_lambda_e
     eprintln!("sweep report: {report}");
     eprintln!("invoked every function in {:.1?}", started.elapsed());
 
+    // The functions printed CloudWatch Embedded Metric Format lines for an operator.
+    let emf = |name: &str, metric: &str| {
+        std::fs::read_to_string(lambda.logs.join(format!("{name}.log")))
+            .unwrap_or_default()
+            .lines()
+            .any(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v.get("_aws").is_some() && v.get(metric).is_some()))
+    };
+    assert!(emf("reserve", "Holds"), "reserve emits a Holds metric");
+    assert!(emf("sweeper", "OutboxLagSeconds"), "the sweeper emits its counts and the outbox lag");
+
     let messages = moto.drain(&events_queue).await;
     let mut delivered: Vec<(String, Uuid)> = messages
         .iter()

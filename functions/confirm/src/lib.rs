@@ -37,6 +37,13 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         run_idempotent(state, &who, req, "POST /v1/reservations/{id}/confirm", &body.canonical, async |tx| {
             let confirmed = booking::confirm(tx, &who, id, approval, state.clock.now()).await?;
             let r = confirmed.reservation;
+            if confirmed.changed {
+                shared::metrics::count(if r.status == shared::domain::Status::Confirming {
+                    "UpstreamConfirmsRequested"
+                } else {
+                    "Confirms"
+                });
+            }
             let status = if confirmed.changed && r.status == shared::domain::Status::Confirming {
                 StatusCode::ACCEPTED
             } else {

@@ -36,8 +36,16 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 let r = match booking::reserve(tx, &who, &input, approval, limits, state.clock.now()).await? {
                     Reserved::Reserved(r) => r,
                     // Committed and stored like any answer; see `Reserved`.
-                    Reserved::Unavailable => return Ok(ApiError::SlotUnavailable.into_reply()),
+                    Reserved::Unavailable => {
+                        shared::metrics::count("Conflicts");
+                        return Ok(ApiError::SlotUnavailable.into_reply());
+                    }
                 };
+                shared::metrics::count(match r.status {
+                    shared::domain::Status::Held => "Holds",
+                    shared::domain::Status::Confirming => "UpstreamConfirmsRequested",
+                    _ => "Bookings",
+                });
                 let status = if r.status == shared::domain::Status::Confirming {
                     StatusCode::ACCEPTED
                 } else {

@@ -55,6 +55,24 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
     report.intents = note(&mut report, "intents", intents);
     let purged = sweep::purge_idempotency(&state.pool, clock, bounds).await;
     report.idempotency_purged = note(&mut report, "idempotency", purged).map(|(n, _)| n);
+    let lag = match state.pool.get().await {
+        Ok(c) => shared::db::outbox::oldest_pending(&c).await.ok().flatten(),
+        Err(_) => None,
+    };
+    let lag_seconds = lag.map_or(0.0, |t| (clock.now() - t).num_milliseconds().max(0) as f64 / 1000.0);
+    let expiry = report.expiry.clone().unwrap_or_default();
+    let reaper = report.reaper.clone().unwrap_or_default();
+    let events = report.events.clone().unwrap_or_default();
+    shared::metrics::emit(&[
+        ("Expired", expiry.expired as f64, "Count"),
+        ("Offers", expiry.offers as f64, "Count"),
+        ("WaitingExpired", report.waiting_expired.unwrap_or(0) as f64, "Count"),
+        ("IntentsReaped", reaper.reaped as f64, "Count"),
+        ("EventsPublished", events.published as f64, "Count"),
+        ("EventsPublishFailures", events.failed as f64, "Count"),
+        ("SweepTasksFailed", report.failed.len() as f64, "Count"),
+        ("OutboxLagSeconds", lag_seconds, "Seconds"),
+    ]);
     tracing::info!(report = %serde_json::to_string(&report).unwrap_or_default(), "sweep done");
     report
 }

@@ -24,6 +24,9 @@ pub const PURGE_PUBLISHED: &str = "DELETE FROM outbox WHERE id IN ( \
 
 pub const PENDING: &str = "SELECT count(*) FROM outbox WHERE published_at IS NULL";
 
+/// How long the oldest unpublished row has waited: the queue lag an operator watches.
+pub const OLDEST_PENDING: &str = "SELECT min(created_at) FROM outbox WHERE published_at IS NULL";
+
 /// An intent message for the worker, written with the intent.
 pub const INSERT_INTENT_MESSAGE: &str = "INSERT INTO outbox (topic, kind, subject_id, payload, created_at, next_attempt_at) \
      VALUES ('intents', 'intent.requested', $1, jsonb_build_object('intent_id', $1::uuid, 'reservation_id', $2::uuid), $3, $3) \
@@ -118,5 +121,10 @@ pub async fn insert_intent_message(
 
 pub async fn pending(c: &impl GenericClient) -> Result<i64, DbError> {
     let stmt = c.prepare_cached(PENDING).await?;
+    Ok(c.query_one(&stmt, &[]).await?.get(0))
+}
+
+pub async fn oldest_pending(c: &impl GenericClient) -> Result<Option<DateTime<Utc>>, DbError> {
+    let stmt = c.prepare_cached(OLDEST_PENDING).await?;
     Ok(c.query_one(&stmt, &[]).await?.get(0))
 }

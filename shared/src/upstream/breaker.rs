@@ -98,6 +98,7 @@ impl Breaker {
         if failed {
             let open_until = breakers::failure(c, NAME, now, self.failures, self.open_for, probe).await?;
             if open_until.is_some_and(|t| t > now) {
+                crate::metrics::count("BreakerOpen");
                 tracing::warn!(?open_until, "breaker open");
             }
         } else if !matches!(pass, Pass::Closed { clean: true }) {
@@ -119,9 +120,17 @@ impl Breaker {
     {
         let pass = match self.admit(c, clock.now()).await? {
             Ok(pass) => pass,
-            Err(refused) => return Ok(Err(refused)),
+            Err(refused) => {
+                crate::metrics::count("BreakerRejections");
+                return Ok(Err(refused));
+            }
         };
         let outcome = call.await;
+        let failed = outcome.as_ref().err().is_some_and(UpstreamError::is_failure);
+        crate::metrics::emit(&[
+            ("UpstreamCalls", 1.0, "Count"),
+            ("UpstreamFailures", f64::from(u8::from(failed)), "Count"),
+        ]);
         self.record(c, pass, &outcome, clock.now()).await?;
         Ok(outcome)
     }
