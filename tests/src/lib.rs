@@ -200,6 +200,21 @@ impl TestApp {
     }
 }
 
+/// The claims on a resource's capacity as committed now: active reservations, less
+/// holds whose `expires_at` has passed by the database's clock.
+pub async fn active_claims(db: &deadpool_postgres::Object, resource: Uuid) -> Vec<shared::domain::Claim> {
+    db.query(
+        "SELECT starts_at, ends_at, quantity FROM reservations WHERE resource_id = $1 \
+         AND status IN ('HELD','CONFIRMING','CONFIRMED') AND NOT (status = 'HELD' AND expires_at <= now())",
+        &[&resource],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| shared::domain::Claim { start: r.get(0), end: r.get(1), quantity: r.get::<_, i32>(2).into() })
+    .collect()
+}
+
 /// Sends a request and reads the JSON answer (`Null` for an empty body).
 pub async fn send(req: RequestBuilder) -> (StatusCode, Value) {
     let resp = req.send().await.expect("the dev server answers");

@@ -4,7 +4,7 @@ use acceptance::{TestApp, hours, send, slug};
 use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::json;
-use shared::domain::{Claim, peak_load};
+use shared::domain::peak_load;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Barrier;
@@ -146,19 +146,6 @@ impl Rng {
     }
 }
 
-async fn claims_now(db: &deadpool_postgres::Object, resource: Uuid) -> Vec<Claim> {
-    db.query(
-        "SELECT starts_at, ends_at, quantity FROM reservations WHERE resource_id = $1 \
-         AND status IN ('HELD','CONFIRMING','CONFIRMED') AND NOT (status = 'HELD' AND expires_at <= now())",
-        &[&resource],
-    )
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| Claim { start: r.get(0), end: r.get(1), quantity: r.get::<_, i32>(2).into() })
-    .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capacity_n_is_never_exceeded_under_random_concurrent_load() {
     const CAPACITY: i64 = 5;
@@ -176,7 +163,7 @@ async fn capacity_n_is_never_exceeded_under_random_concurrent_load() {
         tokio::spawn(async move {
             let mut checks = 0;
             while !stop.load(Ordering::Relaxed) {
-                let peak = peak_load(day_start, day_end, &claims_now(&db, hall).await);
+                let peak = peak_load(day_start, day_end, &acceptance::active_claims(&db, hall).await);
                 assert!(peak <= CAPACITY, "load {peak} over capacity {CAPACITY}");
                 checks += 1;
             }
@@ -223,6 +210,6 @@ async fn capacity_n_is_never_exceeded_under_random_concurrent_load() {
     assert!(won > 0 && lost > 0, "the load must both fill and overflow the hall ({won} won, {lost} lost)");
     assert!(checks > 0);
     let db = app.db().await;
-    let final_claims = claims_now(&db, hall).await;
+    let final_claims = acceptance::active_claims(&db, hall).await;
     assert!(peak_load(day_start, day_end, &final_claims) <= CAPACITY);
 }

@@ -39,6 +39,15 @@ async fn key_state(app: &TestApp, key: &str) -> Option<String> {
         .map(|r| r.get(0))
 }
 
+/// Sends the original request in the background and returns once it has claimed its
+/// key; with the resource lock held by the test, it then queues inside its transaction.
+async fn send_original(app: &TestApp, b: &Value, key: &str) -> tokio::task::JoinHandle<reqwest::Response> {
+    let req = app.post("alice", "/v1/reservations", b).header("idempotency-key", key);
+    let original = tokio::spawn(async move { req.send().await.unwrap() });
+    wait_for_claim(app, key).await;
+    original
+}
+
 /// Waits until the original request has claimed its key. The tests that use it hold the
 /// resource's row lock themselves, so the original then queues inside its own
 /// transaction for as long as the test likes.
@@ -166,11 +175,7 @@ async fn a_retry_queued_behind_its_slow_original_gets_the_replay() {
     let lock = blocker.transaction().await.unwrap();
     lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&room]).await.unwrap();
 
-    let original = tokio::spawn({
-        let req = app.post("alice", "/v1/reservations", &b).header("idempotency-key", "slow");
-        async move { req.send().await.unwrap() }
-    });
-    wait_for_claim(&app, "slow").await;
+    let original = send_original(&app, &b, "slow").await;
     let retry = tokio::spawn({
         let req = app.post("alice", "/v1/reservations", &b).header("idempotency-key", "slow");
         async move { req.send().await.unwrap() }
@@ -198,11 +203,7 @@ async fn a_retry_that_cannot_wait_long_enough_is_told_to_come_back() {
     let mut blocker = app.db().await;
     let lock = blocker.transaction().await.unwrap();
     lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&room]).await.unwrap();
-    let original = tokio::spawn({
-        let req = app.post("alice", "/v1/reservations", &b).header("idempotency-key", "busy");
-        async move { req.send().await.unwrap().status() }
-    });
-    wait_for_claim(&app, "busy").await;
+    let original = send_original(&app, &b, "busy").await;
 
     let resp = app.post("alice", "/v1/reservations", &b).header("idempotency-key", "busy").send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::CONFLICT);
@@ -212,7 +213,7 @@ async fn a_retry_that_cannot_wait_long_enough_is_told_to_come_back() {
     assert_eq!(slug(&problem), "idempotency-key-in-progress");
 
     lock.rollback().await.unwrap();
-    assert_eq!(original.await.unwrap(), StatusCode::CREATED);
+    assert_eq!(original.await.unwrap().status(), StatusCode::CREATED);
     let (status, replayed, _) = keyed(&app, "alice", "busy", &b).await;
     assert_eq!((status, replayed.as_deref()), (StatusCode::CREATED, Some("true")));
 }
@@ -231,11 +232,7 @@ async fn a_retry_takes_over_a_key_whose_original_died_once_its_lease_lapses() {
     let mut blocker = app.db().await;
     let lock = blocker.transaction().await.unwrap();
     lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&room]).await.unwrap();
-    let original = tokio::spawn({
-        let req = app.post("alice", "/v1/reservations", &b).header("idempotency-key", "dies");
-        async move { req.send().await.unwrap().status() }
-    });
-    wait_for_claim(&app, "dies").await;
+    let original = send_original(&app, &b, "dies").await;
     // The original's database session dies mid-request, as a function killed by its
     // timeout would: its transaction is gone, its claim is left behind.
     // (Once it is queued on the lock the test holds: the claim commits a moment before.)
@@ -258,7 +255,7 @@ async fn a_retry_takes_over_a_key_whose_original_died_once_its_lease_lapses() {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     assert_eq!(killed, 1);
-    assert!(original.await.unwrap().is_server_error());
+    assert!(original.await.unwrap().status().is_server_error());
     lock.rollback().await.unwrap();
     assert_eq!(key_state(&app, "dies").await.as_deref(), Some("processing"));
 

@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::booking::sweep::Bounds;
 use shared::clock::ManualClock;
-use shared::domain::{Claim, peak_load};
+use shared::domain::peak_load;
 use shared::events::LogPublisher;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -200,19 +200,6 @@ async fn others_cannot_see_or_leave_an_entry() {
     assert_eq!(send(app.get("bob", "/v1/waitlist/not-a-uuid")).await.0, StatusCode::NOT_FOUND);
 }
 
-async fn active_claims(db: &deadpool_postgres::Object, resource: Uuid) -> Vec<Claim> {
-    db.query(
-        "SELECT starts_at, ends_at, quantity FROM reservations WHERE resource_id = $1 \
-         AND status IN ('HELD','CONFIRMING','CONFIRMED')",
-        &[&resource],
-    )
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| Claim { start: r.get(0), end: r.get(1), quantity: r.get::<_, i32>(2).into() })
-    .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_sweeps_expire_a_thousand_holds_once_each_and_offer_each_waiter_at_most_once() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
@@ -267,7 +254,7 @@ async fn two_concurrent_sweeps_expire_a_thousand_holds_once_each_and_offer_each_
         db.query_one("SELECT count(*) FROM waitlist_entries WHERE status = 'OFFERED'", &[]).await.unwrap().get(0);
     assert_eq!(offered as u64, waiters);
     for room in &rooms {
-        let claims = active_claims(&db, *room).await;
+        let claims = acceptance::active_claims(&db, *room).await;
         assert!(peak_load(acceptance::day(), acceptance::day() + Duration::days(1), &claims) <= 1);
     }
 }
@@ -325,11 +312,11 @@ async fn no_waitlist_path_ever_exceeds_the_capacity() {
         for (status, body) in &outcomes {
             assert!(!status.is_server_error(), "{status} {body}");
         }
-        assert!(peak_load(day0, day1, &active_claims(&db, hall).await) <= CAPACITY);
+        assert!(peak_load(day0, day1, &acceptance::active_claims(&db, hall).await) <= CAPACITY);
         // ... then time passes, holds and offers lapse, and the sweep hands them over.
         clock.advance(Duration::seconds(61));
         sweeper::sweep(&app.state, &LogPublisher, Bounds::default()).await;
-        assert!(peak_load(day0, day1, &active_claims(&db, hall).await) <= CAPACITY);
+        assert!(peak_load(day0, day1, &acceptance::active_claims(&db, hall).await) <= CAPACITY);
     }
     let offers: i64 =
         db.query_one("SELECT count(*) FROM reservations WHERE source = 'waitlist_offer'", &[]).await.unwrap().get(0);
