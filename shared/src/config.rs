@@ -13,6 +13,8 @@ pub enum ConfigError {
     Invalid { name: &'static str, value: String, reason: &'static str },
     #[error("DATABASE_URL is not a valid PostgreSQL connection string")]
     DatabaseUrl(#[source] tokio_postgres::Error),
+    #[error("DB_CA_FILE {path:?} gives no usable CA certificate: {reason}")]
+    DatabaseCa { path: String, reason: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +38,9 @@ pub struct Config {
     /// Small in Lambda: one invocation at a time per instance, and RDS Proxy multiplexes.
     pub db_pool_size: usize,
     pub db_statement_timeout: Duration,
+    /// PEM certificates trusted for TLS to the database besides the public roots: the
+    /// RDS CA bundle when connecting to an RDS instance directly.
+    pub db_ca_file: Option<String>,
     pub auth_mode: AuthMode,
     pub admin_principals: Vec<String>,
     pub hold_ttl_seconds: i32,
@@ -121,6 +126,7 @@ impl Config {
             database_url,
             db_pool_size: num("DB_POOL_SIZE", pool_default, 1, 1000)? as usize,
             db_statement_timeout: Duration::from_millis(num("DB_STATEMENT_TIMEOUT_MS", 5_000, 100, 600_000)? as u64),
+            db_ca_file: get("DB_CA_FILE").filter(|v| !v.is_empty()),
             auth_mode,
             admin_principals,
             hold_ttl_seconds: num("HOLD_TTL_SECONDS", 300, 1, i32::MAX as i64)? as i32,

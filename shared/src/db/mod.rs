@@ -16,7 +16,12 @@ pub use deadpool_postgres::GenericClient;
 
 use crate::config::{Config, ConfigError};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use std::str::FromStr;
+use std::sync::Arc;
+use tokio_postgres::config::SslMode;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 mod embedded {
     refinery::embed_migrations!("../migrations");
@@ -86,14 +91,47 @@ pub fn pg_config(config: &Config) -> Result<tokio_postgres::Config, ConfigError>
         pg.application_name("reservations");
     }
     pg.connect_timeout(std::time::Duration::from_secs(5));
+    // TLS only where asked for: `prefer` (the default) would try it against a local
+    // server's self-signed certificate and fail verification instead of falling back.
+    if pg.get_ssl_mode() != SslMode::Require {
+        pg.ssl_mode(SslMode::Disable);
+    }
     Ok(pg)
+}
+
+/// The TLS connector of every connection. TLS is on when `DATABASE_URL` says
+/// `sslmode=require`, and it is then verified the way libpq's `verify-full` is: the
+/// chain against the public roots (RDS Proxy presents an ACM certificate) and the
+/// certificates in `DB_CA_FILE` (the RDS CA bundle, for an RDS instance directly), and
+/// the host name against the certificate. An unverified encrypted connection is not
+/// offered: it would only look safe.
+pub fn tls(config: &Config) -> Result<MakeRustlsConnect, ConfigError> {
+    let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    if let Some(path) = &config.db_ca_file {
+        let bad = |reason: String| ConfigError::DatabaseCa { path: path.clone(), reason };
+        let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+        let certs =
+            CertificateDer::pem_slice_iter(&pem).collect::<Result<Vec<_>, _>>().map_err(|e| bad(e.to_string()))?;
+        let (added, _ignored) = roots.add_parsable_certificates(certs);
+        if added == 0 {
+            return Err(bad("it holds no parsable certificate".into()));
+        }
+    }
+    // The provider is named rather than taken from the process default, which is
+    // ambiguous where the AWS SDK brings aws-lc-rs into the same binary.
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(MakeRustlsConnect::new(tls))
 }
 
 /// A pool that connects lazily: building it does no I/O, so cold start stays cheap.
 pub fn pool(config: &Config) -> Result<Pool, ConfigError> {
     let manager = Manager::from_config(
         pg_config(config)?,
-        tokio_postgres::NoTls,
+        tls(config)?,
         ManagerConfig { recycling_method: RecyclingMethod::Fast },
     );
     Ok(Pool::builder(manager)
@@ -117,6 +155,8 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<usize, Migra
 
 #[derive(Debug, thiserror::Error)]
 pub enum MigrateError {
+    #[error("the database settings are invalid")]
+    Config(#[from] ConfigError),
     #[error("could not talk to the database")]
     Database(#[from] tokio_postgres::Error),
     #[error("a migration failed")]
@@ -126,11 +166,7 @@ pub enum MigrateError {
 /// Connects once, outside any pool, and migrates: for the dev server, tests and the
 /// migration command.
 pub async fn connect_and_migrate(config: &Config) -> Result<usize, MigrateError> {
-    let pg = pg_config(config).map_err(|e| match e {
-        ConfigError::DatabaseUrl(e) => MigrateError::Database(e),
-        _ => unreachable!("pg_config only fails on the URL"),
-    })?;
-    let (mut client, connection) = pg.connect(tokio_postgres::NoTls).await?;
+    let (mut client, connection) = pg_config(config)?.connect(tls(config)?).await?;
     let task = tokio::spawn(connection);
     let applied = migrate(&mut client).await;
     drop(client);
