@@ -13,7 +13,6 @@ use lambda_http::{Body, Request, Response};
 use shared::AppState;
 use shared::http::{ApiError, Function, route};
 use std::convert::Infallible;
-use std::time::Instant;
 use tokio::net::TcpListener;
 
 /// Bodies past this are refused before the handler sees them (API Gateway caps at
@@ -45,9 +44,7 @@ pub async fn dispatch(state: &AppState, req: Request) -> Response<Body> {
 }
 
 async fn handle(state: AppState, req: hyper::Request<Incoming>) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
-    let started = Instant::now();
     let (parts, body) = req.into_parts();
-    let (method, path) = (parts.method.clone(), parts.uri.path().to_string());
     let response = match Limited::new(body, READ_LIMIT).collect().await {
         Ok(collected) => {
             let bytes = collected.to_bytes();
@@ -56,8 +53,8 @@ async fn handle(state: AppState, req: hyper::Request<Incoming>) -> Result<hyper:
         }
         Err(_) => ApiError::PayloadTooLarge.into_reply().into_response(),
     };
+    // The handlers log the request (`shared::http::respond`).
     let (parts, body) = response.into_parts();
-    tracing::debug!(%method, path, status = parts.status.as_u16(), ms = started.elapsed().as_millis() as u64, "request");
     Ok(hyper::Response::from_parts(parts, Full::new(Bytes::copy_from_slice(body.as_ref()))))
 }
 

@@ -9,7 +9,7 @@ use shared::domain::Authority;
 use shared::http::{ApiError, Function, Op, Reply, json_body, principal, respond, route_for};
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
-    Ok(respond(serve(state, &req)).await)
+    Ok(respond(&req, serve(state, &req)).await)
 }
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {

@@ -13,7 +13,7 @@ use shared::http::{ApiError, Function, Op, Reply, Rfc3339, principal, query_para
 use shared::upstream::{UpstreamError, cache};
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
-    Ok(respond(serve(state, &req)).await)
+    Ok(respond(&req, serve(state, &req)).await)
 }
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {

@@ -15,7 +15,7 @@ use shared::http::{
 };
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
-    Ok(respond(serve(state, &req)).await)
+    Ok(respond(&req, serve(state, &req)).await)
 }
 
 /// The body is optional and, when given, must be `{}`.

@@ -13,6 +13,7 @@ use lambda_runtime::{Error, LambdaEvent};
 use serde::Deserialize;
 use shared::AppState;
 use shared::intents::{self, Processed};
+use tracing::Instrument;
 use uuid::Uuid;
 
 #[derive(Deserialize)]
@@ -40,14 +41,16 @@ pub async fn process_message(state: &AppState, message: &SqsMessage) -> bool {
         tracing::error!("no UPSTREAM_BASE_URL configured; cannot execute intents");
         return false;
     };
-    match intents::process(state, upstream, intent_id).await {
+    // Every line about this message, down to the upstream call, names the intent.
+    let span = tracing::info_span!("intent", %intent_id, message_id = message.message_id.as_deref().unwrap_or(""));
+    match intents::process(state, upstream, intent_id).instrument(span.clone()).await {
         Ok(Processed::Retry) => false,
         Ok(outcome) => {
-            tracing::info!(%intent_id, ?outcome, "intent message processed");
+            span.in_scope(|| tracing::info!(?outcome, "intent message processed"));
             true
         }
         Err(e) => {
-            tracing::error!(%intent_id, error = %e, "intent processing failed; it will be delivered again");
+            span.in_scope(|| tracing::error!(error = %e, "intent processing failed; it will be delivered again"));
             false
         }
     }

@@ -19,7 +19,7 @@ use shared::http::{
 use uuid::Uuid;
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
-    Ok(respond(serve(state, &req)).await)
+    Ok(respond(&req, serve(state, &req)).await)
 }
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {

@@ -19,6 +19,8 @@ pub use routes::{Function, Matched, Op, ROUTES, RouteSpec, route, route_for};
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use std::future::Future;
+use std::time::Instant;
+use tracing::Instrument;
 
 pub const JSON: &str = "application/json";
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -71,13 +73,59 @@ impl Reply {
     }
 }
 
-/// Runs a handler body and turns its `Err` into the problem response. Handlers return
-/// `Err` from the Lambda runtime's point of view only for crashes; every failure a
-/// client can cause is answered here.
-pub async fn respond(work: impl Future<Output = Result<Response<Body>, ApiError>>) -> Response<Body> {
-    match work.await {
+/// Runs a handler body inside the request's span and turns its `Err` into the problem
+/// response. Handlers return `Err` from the Lambda runtime's point of view only for
+/// crashes; every failure a client can cause is answered here.
+///
+/// Every log line of the request carries the span's fields: the route template, the
+/// principal (recorded by [`principal`] once known) and the ids the request touched,
+/// from its path or from the `Location` of what it created. One line closes it with
+/// the status and the duration. In Lambda the runtime's own span around it adds the
+/// request id.
+pub async fn respond(req: &Request, work: impl Future<Output = Result<Response<Body>, ApiError>>) -> Response<Body> {
+    use tracing::field::Empty;
+    let started = Instant::now();
+    let span = tracing::info_span!(
+        "request",
+        method = %req.method(),
+        route = Empty,
+        principal = Empty,
+        resource_id = Empty,
+        reservation_id = Empty,
+        waitlist_entry_id = Empty,
+    );
+    if let Ok(matched) = route(req.method(), req.uri().path()) {
+        span.record("route", matched.spec.path);
+    }
+    record_subject(&span, req.uri().path());
+    let response = match work.instrument(span.clone()).await {
         Ok(response) => response,
-        Err(e) => e.into_reply().into_response(),
+        Err(e) => span.in_scope(|| e.into_reply().into_response()),
+    };
+    if let Some(location) = response.headers().get(header::LOCATION).and_then(|v| v.to_str().ok()) {
+        record_subject(&span, location);
+    }
+    span.in_scope(|| {
+        tracing::info!(status = response.status().as_u16(), ms = started.elapsed().as_millis() as u64, "request")
+    });
+    response
+}
+
+/// Records the id in a path such as `/v1/reservations/{id}/confirm` under its kind.
+fn record_subject(span: &tracing::Span, path: &str) {
+    let mut segments = path.trim_start_matches('/').split('/');
+    let (Some("v1"), Some(collection), Some(id)) = (segments.next(), segments.next(), segments.next()) else {
+        return;
+    };
+    let field = match collection {
+        "resources" => "resource_id",
+        "reservations" => "reservation_id",
+        "waitlist" => "waitlist_entry_id",
+        _ => return,
+    };
+    // Only well-formed ids: the path is the client's text, and a log is no place for it.
+    if uuid::Uuid::parse_str(id).is_ok() {
+        span.record(field, id);
     }
 }
 

@@ -13,8 +13,15 @@ use serde::{Deserialize, Deserializer};
 pub const MAX_BODY: usize = 64 * 1024;
 const ADMIN_SCOPE: &str = "reservations/admin";
 
-/// The principal of a request, by the configured identity mode.
+/// The principal of a request, by the configured identity mode. It is recorded on the
+/// request's span (see [`super::respond`]), so every later log line names it.
 pub fn principal(req: &Request, config: &Config) -> Result<Principal, ApiError> {
+    let who = identify(req, config)?;
+    tracing::Span::current().record("principal", who.id.as_str());
+    Ok(who)
+}
+
+fn identify(req: &Request, config: &Config) -> Result<Principal, ApiError> {
     match config.auth_mode {
         AuthMode::Jwt => {
             let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
