@@ -22,7 +22,7 @@
 
 use crate::AppState;
 use crate::booking::on_freed;
-use crate::db::intents::{self, Claimed};
+use crate::db::intents::{self, Claimed, Kind};
 use crate::db::{DbError, reservations, resources};
 use crate::domain::{FailureReason, Status};
 use crate::upstream::breaker::Breaker;
@@ -109,7 +109,12 @@ pub async fn claim(state: &AppState, intent_id: Uuid) -> Result<Option<Option<Cl
     let lease = state.config.upstream.intent_lease;
     match intents::claim(&client, intent_id, now, Uuid::new_v4(), now + lease).await {
         Ok(Some(c)) => Ok(Some(Some(c))),
-        Ok(None) => Ok(None),
+        // Still REQUESTED: not due yet, or a reserve waiting for an earlier cancel of
+        // its seat. The message must come again; only a claimed or settled one is done.
+        Ok(None) => match intents::state_of(&client, intent_id).await? {
+            Some((state, _)) if state == "REQUESTED" => Ok(Some(None)),
+            _ => Ok(None),
+        },
         Err(e) if e.sql_state() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
             intents::postpone(&client, intent_id, now + Duration::seconds(1), "seat busy", now).await?;
             Ok(Some(None))
@@ -125,6 +130,9 @@ pub async fn execute(
     upstream: &dyn SystemOfRecord,
     claim: &Claimed,
 ) -> Result<Option<Option<Resolution>>, DbError> {
+    if claim.kind == Kind::Cancel {
+        return cancel(state, upstream, claim).await;
+    }
     let breaker = Breaker::from_config(&state.config.upstream);
     let reference = claim.reservation_id.to_string();
     let client = state.pool.get().await?;
@@ -149,6 +157,65 @@ pub async fn execute(
     }))
 }
 
+/// Step 2 of a cancel: the DELETE of the booking's charge. It is idempotent (a charge
+/// already gone answers 404, which the adapter reports as done), so an unknown outcome
+/// is simply tried again later, where a reserve's POST must never be.
+async fn cancel(
+    state: &AppState,
+    upstream: &dyn SystemOfRecord,
+    claim: &Claimed,
+) -> Result<Option<Option<Resolution>>, DbError> {
+    let charge_id = claim.charge_id.as_deref().ok_or(DbError::Corrupt("cancel intent without a charge".into()))?;
+    let breaker = Breaker::from_config(&state.config.upstream);
+    let client = state.pool.get().await?;
+    let retry_after_seconds = match breaker.guard(&client, state.clock.as_ref(), upstream.cancel(charge_id)).await? {
+        Ok(()) => return Ok(Some(Some(Resolution::Succeeded { charge_id: charge_id.to_string() }))),
+        Err(UpstreamError::Unauthorized) => return Ok(Some(Some(Resolution::FailedAuth))),
+        Err(UpstreamError::Unavailable { retry_after_seconds }) => retry_after_seconds as i64,
+        Err(e) => {
+            tracing::warn!(intent_id = %claim.id, error = %e, "upstream cancel failed; it will be sent again");
+            // Backs off with the attempts: 2 s, 4 s, 8 s ... at most 5 minutes.
+            2i64.saturating_pow(claim.attempts.clamp(1, 8) as u32).min(300)
+        }
+    };
+    let now = state.clock.now();
+    intents::unclaim(&client, claim, now + Duration::seconds(retry_after_seconds), "cancel not done yet", now).await?;
+    Ok(None)
+}
+
+/// Step 3 of a cancel: the booking was already `CANCELLED` locally, and its capacity
+/// handed on, in the transaction that asked for the cancel; only the intent ends here.
+async fn settle_cancel(state: &AppState, claim: &Claimed, resolution: &Resolution) -> Result<bool, DbError> {
+    let now = state.clock.now();
+    let client = state.pool.get().await?;
+    let charge = match resolution {
+        Resolution::Succeeded { charge_id } => Some(charge_id.as_str()),
+        _ => claim.charge_id.as_deref(),
+    };
+    let error = (!matches!(resolution, Resolution::Succeeded { .. })).then(|| resolution.state());
+    if intents::finish(&client, claim, resolution.state(), charge, error, now).await?.is_none() {
+        tracing::warn!(intent_id = %claim.id, "lease lost before settling a cancel; the other side's outcome stands");
+        return Ok(false);
+    }
+    match resolution {
+        Resolution::Succeeded { .. } => {
+            crate::metrics::count("UpstreamCancelsSucceeded");
+            tracing::info!(intent_id = %claim.id, reservation_id = %claim.reservation_id, "upstream charge cancelled");
+        }
+        _ => {
+            crate::metrics::count("UpstreamCancelsFailed");
+            tracing::error!(
+                intent_id = %claim.id,
+                reservation_id = %claim.reservation_id,
+                charge_id = charge,
+                state = resolution.state(),
+                "upstream refused to cancel a charge; the seat stays taken there until an operator cancels it"
+            );
+        }
+    }
+    Ok(true)
+}
+
 /// Step 3: the terminal state, the reservation's status and its event, together. A
 /// failed intent gives the capacity back (to the waitlist first). Fenced by the lease:
 /// if the lease was taken over meanwhile, nothing is written; a charge this writer
@@ -159,6 +226,9 @@ pub async fn settle(
     claim: &Claimed,
     resolution: &Resolution,
 ) -> Result<bool, DbError> {
+    if claim.kind == Kind::Cancel {
+        return settle_cancel(state, claim, resolution).await;
+    }
     let now = state.clock.now();
     let mut client = state.pool.get().await?;
     let tx = client.transaction().await?;
@@ -241,7 +311,13 @@ pub async fn reap(
     };
     let mut report = ReaperReport { reaped: claims.len() as u64, ..Default::default() };
     for claim in &claims {
-        match read_after_uncertainty(state, upstream, claim).await? {
+        // A lapsed cancel is sent again (the DELETE is idempotent); a lapsed reserve is
+        // settled by the current-charge read, never by a second POST.
+        let outcome = match claim.kind {
+            Kind::Cancel => execute(state, upstream, claim).await?.flatten(),
+            Kind::Reserve => read_after_uncertainty(state, upstream, claim).await?,
+        };
+        match outcome {
             Some(resolution) => {
                 if settle(state, upstream, claim, &resolution).await? {
                     report.settled += 1;

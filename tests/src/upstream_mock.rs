@@ -203,6 +203,12 @@ async fn handle(state: &Mutex<MockState>, req: Request<Incoming>) -> Response<Fu
         }
         ("DELETE", ["charges", id]) => {
             s.deletes += 1;
+            if s.down {
+                return reply(StatusCode::INTERNAL_SERVER_ERROR, json!({}));
+            }
+            if !authorized || s.reject_token {
+                return reply(StatusCode::UNAUTHORIZED, json!({}));
+            }
             s.charges.retain(|_, (charge, ..)| charge != id);
             Response::builder().status(StatusCode::NO_CONTENT).body(Full::new(Bytes::new())).unwrap()
         }

@@ -366,3 +366,102 @@ async fn the_dev_servers_in_process_queue_runs_the_same_worker_to_the_end() {
     assert_eq!(status, "CONFIRMED");
     worker.abort();
 }
+
+/// Cancels alice's confirmed booking through the API.
+async fn cancel(app: &TestApp, r: &Value) {
+    let (status, cancelled) =
+        send(app.delete("alice", &format!("/v1/reservations/{}", r["id"].as_str().unwrap()))).await;
+    assert_eq!((status, cancelled["status"].as_str()), (StatusCode::OK, Some("CANCELLED")), "{cancelled}");
+}
+
+#[tokio::test]
+async fn cancelling_a_confirmed_booking_deletes_its_charge_upstream_and_the_seat_can_be_booked_again() {
+    let upstream = MockUpstream::start().await;
+    let app = app_with(&upstream, None).await;
+    let r = book_and_work(&app, 10, 11).await;
+    assert_eq!(upstream.with(|s| s.charges.len()), 1);
+    cancel(&app, &r).await;
+    let messages = app.take_intent_messages().await;
+    assert_eq!(messages.len(), 1, "one cancel intent, queued by the cancel itself");
+    let response = invoke_worker(&app.state, messages.iter().map(sqs_record).collect()).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(upstream.with(|s| (s.deletes, s.charges.len())), (1, 0));
+    // The reservation still shows its booking's intent, not the cancel.
+    assert_eq!(reservation(&app, "alice", &r).await["intent"]["state"], "SUCCEEDED");
+    // A redelivered cancel message sends nothing more.
+    invoke_worker(&app.state, messages.iter().map(sqs_record).collect()).await;
+    assert_eq!(upstream.with(|s| s.deletes), 1);
+
+    let seat = Uuid::parse_str(r["resource_id"].as_str().unwrap()).unwrap();
+    let (status, b) = book(&app, "bob", seat, 10, 11).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let messages = app.take_intent_messages().await;
+    invoke_worker(&app.state, messages.iter().map(sqs_record).collect()).await;
+    assert_eq!(
+        send(app.get("bob", &format!("/v1/reservations/{}", b["id"].as_str().unwrap()))).await.1["status"],
+        "CONFIRMED"
+    );
+    assert_eq!(upstream.with(|s| s.posts), 2);
+}
+
+#[tokio::test]
+async fn a_cancel_that_meets_an_upstream_outage_is_sent_again_until_it_lands() {
+    let upstream = MockUpstream::start().await;
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = app_with(&upstream, Some(clock.clone())).await;
+    let r = book_and_work(&app, 10, 11).await;
+    upstream.with(|s| s.down = true);
+    cancel(&app, &r).await;
+    let message = app.take_intent_messages().await.pop().unwrap();
+    let response = invoke_worker(&app.state, vec![sqs_record(&message)]).await;
+    assert_eq!(response.batch_item_failures.len(), 1, "SQS must deliver it again");
+    assert_eq!(upstream.with(|s| (s.deletes, s.charges.len())), (1, 1));
+
+    // The DELETE is idempotent, so unlike a POST it is simply sent again once due.
+    upstream.with(|s| s.down = false);
+    clock.advance(Duration::seconds(5));
+    let response = invoke_worker(&app.state, vec![sqs_record(&message)]).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(upstream.with(|s| (s.deletes, s.charges.len())), (2, 0));
+}
+
+#[tokio::test]
+async fn a_cancel_whose_worker_died_is_sent_again_by_the_reaper() {
+    let upstream = MockUpstream::start().await;
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = app_with(&upstream, Some(clock.clone())).await;
+    let r = book_and_work(&app, 10, 11).await;
+    cancel(&app, &r).await;
+    let message = app.take_intent_messages().await.pop().unwrap();
+    let intent_id: Uuid = serde_json::from_value(message.data["intent_id"].clone()).unwrap();
+    // Claimed, then its worker vanished before calling the upstream.
+    shared::intents::claim(&app.state, intent_id).await.unwrap().unwrap().unwrap();
+    clock.advance(app.state.config.upstream.intent_lease + Duration::seconds(1));
+    let report = sweeper::sweep(&app.state, &shared::events::LogPublisher, Default::default()).await;
+    assert_eq!(report.reaper.as_ref().map(|r| (r.reaped, r.settled)), Some((1, 1)), "{report:?}");
+    assert_eq!(upstream.with(|s| (s.deletes, s.charges.len(), s.charge_reads)), (1, 0, 0));
+}
+
+#[tokio::test]
+async fn a_new_booking_of_the_seat_waits_for_the_earlier_cancel_before_writing_upstream() {
+    let upstream = MockUpstream::start().await;
+    let app = app_with(&upstream, None).await;
+    let r = book_and_work(&app, 10, 11).await;
+    cancel(&app, &r).await;
+    let cancel_message = app.take_intent_messages().await.pop().unwrap();
+    let seat = Uuid::parse_str(r["resource_id"].as_str().unwrap()).unwrap();
+    let (status, b) = book(&app, "bob", seat, 10, 11).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "locally the capacity was freed by the cancel");
+    let booking_message = app.take_intent_messages().await.pop().unwrap();
+
+    // Bob's message arrives first: his POST would meet alice's charge, so it waits.
+    let response = invoke_worker(&app.state, vec![sqs_record(&booking_message)]).await;
+    assert_eq!(response.batch_item_failures.len(), 1);
+    assert_eq!(upstream.with(|s| s.posts), 1);
+    invoke_worker(&app.state, vec![sqs_record(&cancel_message)]).await;
+    let response = invoke_worker(&app.state, vec![sqs_record(&booking_message)]).await;
+    assert!(response.batch_item_failures.is_empty());
+    let b = send(app.get("bob", &format!("/v1/reservations/{}", b["id"].as_str().unwrap()))).await.1;
+    assert_eq!((b["status"].as_str(), b["intent"]["state"].as_str()), (Some("CONFIRMED"), Some("SUCCEEDED")));
+    assert_eq!(upstream.with(|s| (s.posts, s.deletes)), (2, 1));
+}

@@ -63,9 +63,12 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let id = matched.id(ApiError::ReservationNotFound)?;
             let mut client = state.pool.get().await?;
             let tx = client.transaction().await?;
-            let r = booking::release(&tx, &who, id, state.clock.now()).await?;
+            let released = booking::release(&tx, &who, id, state.clock.now()).await?;
             tx.commit().await?;
-            Ok(Reply::json(StatusCode::OK, &r).into_response())
+            if released.upstream_cancel {
+                shared::events::publish_intents(state).await;
+            }
+            Ok(Reply::json(StatusCode::OK, &released.reservation).into_response())
         }
         Op::JoinWaitlist => {
             let resource_id = matched.id(ApiError::ResourceNotFound)?;

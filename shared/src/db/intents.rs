@@ -7,18 +7,25 @@ use uuid::Uuid;
 pub const INSERT_APPROVAL: &str = "INSERT INTO approvals (id, reservation_id, principal, action, fingerprint, created_at) \
      VALUES ($1, $2, $3, 'confirm', $4, $5)";
 
-pub const INSERT: &str = "INSERT INTO intents (id, reservation_id, upstream_ref, state, not_before, created_at, updated_at) \
-     VALUES ($1, $2, $3, 'REQUESTED', $4, $4, $4)";
+pub const INSERT: &str = "INSERT INTO intents (id, reservation_id, kind, upstream_ref, state, not_before, created_at, \
+       updated_at) VALUES ($1, $2, 'reserve', $3, 'REQUESTED', $4, $4, $4)";
 
 /// The worker's claim of one intent: only a `REQUESTED` one that is due, skipping a row
 /// another worker holds. Moving it to `RESERVING` may hit `intents_one_write_per_seat`
-/// (another write to the same seat is in flight): the caller then tries again later.
+/// (another write to the same seat is in flight): the caller then tries again later. A
+/// reserve is not claimed while an earlier cancel of the same seat is unfinished: the
+/// charge that cancel deletes could still make the seat look taken.
 pub const CLAIM: &str = "WITH c AS ( \
-       SELECT id FROM intents WHERE id = $1 AND state = 'REQUESTED' AND not_before <= $2 FOR UPDATE SKIP LOCKED) \
+       SELECT id FROM intents q WHERE id = $1 AND state = 'REQUESTED' AND not_before <= $2 \
+         AND (kind = 'cancel' OR NOT EXISTS ( \
+           SELECT 1 FROM intents p WHERE p.upstream_ref = q.upstream_ref AND p.kind = 'cancel' \
+             AND p.state IN ('REQUESTED', 'RESERVING') AND p.created_at < q.created_at)) \
+       FOR UPDATE SKIP LOCKED) \
      UPDATE intents i SET state = 'RESERVING', lease_owner = $3, locked_until = $4, attempts = i.attempts + 1, \
        updated_at = $2 \
      FROM c, reservations r WHERE i.id = c.id AND r.id = i.reservation_id AND i.state = 'REQUESTED' \
-     RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at";
+     RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at, \
+       i.kind, i.charge_id";
 
 /// The reaper's claim: intents whose lease lapsed in `RESERVING` (their worker died or
 /// hung), leased anew to the reaper.
@@ -27,7 +34,17 @@ pub const CLAIM_LAPSED: &str = "WITH c AS ( \
        ORDER BY locked_until LIMIT $2 FOR UPDATE SKIP LOCKED) \
      UPDATE intents i SET lease_owner = $3, locked_until = $4, updated_at = $1 \
      FROM c, reservations r WHERE i.id = c.id AND r.id = i.reservation_id AND i.state = 'RESERVING' \
-     RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at";
+     RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at, \
+       i.kind, i.charge_id";
+
+/// The cancel of a confirmed booking's charge, from its succeeded reserve intent. No
+/// row when there is nothing upstream to cancel (the booking was never written there).
+pub const INSERT_CANCEL: &str = "INSERT INTO intents (id, reservation_id, kind, upstream_ref, state, charge_id, \
+       not_before, created_at, updated_at) \
+     SELECT $1, reservation_id, 'cancel', upstream_ref, 'REQUESTED', charge_id, $3, $3, $3 FROM intents \
+     WHERE reservation_id = $2 AND kind = 'reserve' AND state = 'SUCCEEDED' \
+     ON CONFLICT ON CONSTRAINT intents_reservation_kind_key DO NOTHING \
+     RETURNING id";
 
 /// Gives a claim back unexecuted (the breaker was open): due again at `$3`.
 pub const UNCLAIM: &str = "UPDATE intents SET state = 'REQUESTED', lease_owner = NULL, locked_until = NULL, \
@@ -44,6 +61,15 @@ pub const FINISH: &str = "UPDATE intents SET state = $3, charge_id = $4, last_er
 
 pub const STATE_OF: &str = "SELECT state, charge_id FROM intents WHERE id = $1";
 
+/// What an intent writes upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `POST /seats/{ref}/reservations`: not idempotent, never replayed.
+    Reserve,
+    /// `DELETE /charges/{charge_id}`: idempotent, retried after an unknown outcome.
+    Cancel,
+}
+
 #[derive(Debug, Clone)]
 pub struct Claimed {
     pub id: Uuid,
@@ -53,6 +79,9 @@ pub struct Claimed {
     pub resource_id: Uuid,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
+    pub kind: Kind,
+    /// The charge a cancel deletes.
+    pub charge_id: Option<String>,
     pub lease_owner: Uuid,
 }
 
@@ -65,6 +94,8 @@ fn claimed(row: &tokio_postgres::Row, lease_owner: Uuid) -> Result<Claimed, toki
         resource_id: row.try_get(4)?,
         start: row.try_get(5)?,
         end: row.try_get(6)?,
+        kind: if row.try_get::<_, &str>(7)? == "cancel" { Kind::Cancel } else { Kind::Reserve },
+        charge_id: row.try_get(8)?,
         lease_owner,
     })
 }
@@ -91,6 +122,18 @@ pub async fn insert(
     let stmt = c.prepare_cached(INSERT).await?;
     c.execute(&stmt, &[&id, &reservation_id, &seat, &now]).await?;
     Ok(())
+}
+
+/// Requests the upstream cancel of a confirmed booking; its id, or `None` when nothing
+/// was written upstream for it.
+pub async fn insert_cancel(
+    c: &impl GenericClient,
+    id: Uuid,
+    reservation_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Option<Uuid>, DbError> {
+    let stmt = c.prepare_cached(INSERT_CANCEL).await?;
+    Ok(c.query_opt(&stmt, &[&id, &reservation_id, &now]).await?.map(|r| r.get(0)))
 }
 
 pub async fn claim(

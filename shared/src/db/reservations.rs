@@ -162,7 +162,7 @@ pub const GET: &str = concat!(
     "SELECT r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at, ",
     "r.failure_reason, r.source, r.created_at, r.updated_at, ",
     "i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts, i.updated_at AS intent_updated_at ",
-    "FROM reservations r LEFT JOIN intents i ON i.reservation_id = r.id WHERE r.id = $1"
+    "FROM reservations r LEFT JOIN intents i ON i.reservation_id = r.id AND i.kind = 'reserve' WHERE r.id = $1"
 );
 
 pub const LOCK: &str = concat!("SELECT ", columns!(), " FROM reservations WHERE id = $1 FOR UPDATE");
