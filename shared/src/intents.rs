@@ -109,12 +109,10 @@ pub async fn claim(state: &AppState, intent_id: Uuid) -> Result<Option<Option<Cl
     let lease = state.config.upstream.intent_lease;
     match intents::claim(&client, intent_id, now, Uuid::new_v4(), now + lease).await {
         Ok(Some(c)) => Ok(Some(Some(c))),
-        // Still REQUESTED: not due yet, or a reserve waiting for an earlier cancel of
-        // its seat. The message must come again; only a claimed or settled one is done.
-        Ok(None) => match intents::state_of(&client, intent_id).await? {
-            Some((state, _)) if state == "REQUESTED" => Ok(Some(None)),
-            _ => Ok(None),
-        },
+        // Not due yet, or a reserve behind an earlier cancel of its seat: the message
+        // must come again. Claimed by another worker, settled or unknown: done.
+        Ok(None) if intents::waiting(&client, intent_id, now).await? => Ok(Some(None)),
+        Ok(None) => Ok(None),
         Err(e) if e.sql_state() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
             intents::postpone(&client, intent_id, now + Duration::seconds(1), "seat busy", now).await?;
             Ok(Some(None))

@@ -27,6 +27,14 @@ pub const CLAIM: &str = "WITH c AS ( \
      RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at, \
        i.kind, i.charge_id";
 
+/// Whether an intent that could not be claimed is waiting to be (not due yet, or a
+/// reserve behind an earlier cancel of its seat), as opposed to taken by another
+/// worker, settled, or unknown.
+pub const WAITING: &str = "SELECT q.state = 'REQUESTED' AND (q.not_before > $2 OR (q.kind = 'reserve' AND EXISTS ( \
+       SELECT 1 FROM intents p WHERE p.upstream_ref = q.upstream_ref AND p.kind = 'cancel' \
+         AND p.state IN ('REQUESTED', 'RESERVING') AND p.created_at < q.created_at))) \
+     FROM intents q WHERE q.id = $1";
+
 /// The reaper's claim: intents whose lease lapsed in `RESERVING` (their worker died or
 /// hung), leased anew to the reaper.
 pub const CLAIM_LAPSED: &str = "WITH c AS ( \
@@ -148,6 +156,11 @@ pub async fn claim(
         Some(row) => Ok(Some(claimed(row, lease_owner)?)),
         None => Ok(None),
     }
+}
+
+pub async fn waiting(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<bool, DbError> {
+    let stmt = c.prepare_cached(WAITING).await?;
+    Ok(c.query_opt(&stmt, &[&id, &now]).await?.is_some_and(|r| r.get(0)))
 }
 
 pub async fn claim_lapsed(
