@@ -21,7 +21,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // Intents: a real SQS queue when one is named, else an in-process one.
     match env("INTENTS_QUEUE_URL") {
         Some(url) => {
-            let sqs = aws_sdk_sqs::Client::new(&aws_config_from_env().await);
+            let sqs = shared::events::sqs_client_from_env();
             state = state.with_intents(Queue::Sqs(SqsPublisher::new(sqs.clone(), url.clone())));
             background.push(tokio::spawn(dev_server::run_intent_worker_on_sqs(state.clone(), sqs, url)));
         }
@@ -36,9 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     }
     // Events go to EVENTS_QUEUE_URL when one is given (moto, LocalStack, AWS), else to the log.
     background.push(match env("EVENTS_QUEUE_URL") {
-        Some(url) => {
-            tokio::spawn(dev_server::run_scheduled(state.clone(), SqsPublisher::from_env(url).await, sweep_every))
-        }
+        Some(url) => tokio::spawn(dev_server::run_scheduled(state.clone(), SqsPublisher::from_env(url), sweep_every)),
         None => tokio::spawn(dev_server::run_scheduled(state.clone(), LogPublisher, sweep_every)),
     });
     let listener = tokio::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).await?;
@@ -49,8 +47,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     }
     background.iter().for_each(|task| task.abort());
     Ok(())
-}
-
-async fn aws_config_from_env() -> aws_config::SdkConfig {
-    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
 }

@@ -69,9 +69,9 @@ pub enum Queue {
 impl Queue {
     /// SQS when the variable names a queue URL, else none.
     #[cfg(feature = "sqs")]
-    pub async fn from_env(variable: &str) -> Queue {
+    pub fn from_env(variable: &str) -> Queue {
         match std::env::var(variable).ok().filter(|v| !v.is_empty()) {
-            Some(url) => Queue::Sqs(SqsPublisher::from_env(url).await),
+            Some(url) => Queue::Sqs(SqsPublisher::from_env(url)),
             None => Queue::None,
         }
     }
@@ -168,11 +168,12 @@ pub async fn relay<P: Publisher>(
 }
 
 #[cfg(feature = "sqs")]
-pub use sqs::SqsPublisher;
+pub use sqs::{SqsPublisher, client as sqs_client, client_from_env as sqs_client_from_env};
 
 #[cfg(feature = "sqs")]
 mod sqs {
     use super::{Envelope, Publisher};
+    use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
     use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
     /// Publishes to an SQS queue with SendMessageBatch. On a FIFO queue the subject is
@@ -188,12 +189,44 @@ mod sqs {
             Self { client, queue_url }
         }
 
-        /// A client from the standard AWS environment (credentials, region, and
-        /// `AWS_ENDPOINT_URL_SQS` for a local endpoint such as moto).
-        pub async fn from_env(queue_url: String) -> Self {
-            let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-            Self::new(aws_sdk_sqs::Client::new(&config), queue_url)
+        /// A publisher with [`client_from_env`].
+        pub fn from_env(queue_url: String) -> Self {
+            Self::new(client_from_env(), queue_url)
         }
+    }
+
+    /// An SQS client from a Lambda's environment, built without I/O: the region from
+    /// `AWS_REGION` (or `AWS_DEFAULT_REGION`), the function role's credentials from
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN` (which the
+    /// Lambda service sets for the life of the execution environment), and
+    /// `AWS_ENDPOINT_URL_SQS` (or `AWS_ENDPOINT_URL`) for a local endpoint such as moto.
+    pub fn client_from_env() -> aws_sdk_sqs::Client {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let credentials = Credentials::new(
+            var("AWS_ACCESS_KEY_ID").unwrap_or_default(),
+            var("AWS_SECRET_ACCESS_KEY").unwrap_or_default(),
+            var("AWS_SESSION_TOKEN"),
+            None,
+            "environment",
+        );
+        let region = var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION")).unwrap_or_else(|| "us-east-1".into());
+        client(region, credentials, var("AWS_ENDPOINT_URL_SQS").or_else(|| var("AWS_ENDPOINT_URL")))
+    }
+
+    /// An SQS client over rustls on ring, with the public roots of the system store.
+    pub fn client(region: String, credentials: Credentials, endpoint: Option<String>) -> aws_sdk_sqs::Client {
+        use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+        let http =
+            aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::Ring)).build_https();
+        let mut config = aws_sdk_sqs::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(region))
+            .credentials_provider(credentials)
+            .http_client(http);
+        if let Some(url) = endpoint {
+            config = config.endpoint_url(url);
+        }
+        aws_sdk_sqs::Client::from_conf(config.build())
     }
 
     impl Publisher for SqsPublisher {

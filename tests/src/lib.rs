@@ -294,13 +294,11 @@ impl Moto {
     }
 
     pub async fn sqs(&self) -> aws_sdk_sqs::Client {
-        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .endpoint_url(&self.endpoint)
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests"))
-            .load()
-            .await;
-        aws_sdk_sqs::Client::new(&config)
+        shared::events::sqs_client(
+            "us-east-1".into(),
+            aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests"),
+            Some(self.endpoint.clone()),
+        )
     }
 
     /// Creates a queue and returns its URL.

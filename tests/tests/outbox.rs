@@ -189,14 +189,12 @@ async fn an_unreachable_queue_loses_nothing() {
     let room = app.resource(1).await;
     let (s, e) = hours(10, 11);
     app.reserve("alice", room, (&s, &e), 1).await;
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url("http://127.0.0.1:1")
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests"))
-        .load()
-        .await;
-    let publisher =
-        SqsPublisher::new(aws_sdk_sqs::Client::new(&config), "http://127.0.0.1:1/000000000000/events".into());
+    let client = shared::events::sqs_client(
+        "us-east-1".into(),
+        aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests"),
+        Some("http://127.0.0.1:1".into()),
+    );
+    let publisher = SqsPublisher::new(client, "http://127.0.0.1:1/000000000000/events".into());
     let report =
         relay(&app.state.pool, app.state.clock.as_ref(), &publisher, Topic::Events, std::time::Duration::from_secs(30))
             .await

@@ -4,6 +4,6 @@ use shared::{AppState, config::Defaults, events::Queue};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     tracing::init_default_subscriber();
-    let state = AppState::from_env(Defaults::Lambda)?.with_intents(Queue::from_env("INTENTS_QUEUE_URL").await);
+    let state = AppState::from_env(Defaults::Lambda)?.with_intents(Queue::from_env("INTENTS_QUEUE_URL"));
     run(service_fn(|req| confirm::handler(&state, req))).await
 }
