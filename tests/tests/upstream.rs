@@ -404,15 +404,22 @@ async fn cancelling_a_confirmed_booking_deletes_its_charge_upstream_and_the_seat
     assert_eq!(upstream.with(|s| s.posts), 2);
 }
 
+/// Alice's confirmed booking, cancelled: the app on a clock the test moves, and the
+/// message of the cancel intent, not yet processed.
+async fn cancelled_booking(upstream: &MockUpstream) -> (TestApp, Arc<ManualClock>, shared::events::Envelope) {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = app_with(upstream, Some(clock.clone())).await;
+    let r = book_and_work(&app, 10, 11).await;
+    cancel(&app, &r).await;
+    let message = app.take_intent_messages().await.pop().unwrap();
+    (app, clock, message)
+}
+
 #[tokio::test]
 async fn a_cancel_that_meets_an_upstream_outage_is_sent_again_until_it_lands() {
     let upstream = MockUpstream::start().await;
-    let clock = Arc::new(ManualClock::new(Utc::now()));
-    let app = app_with(&upstream, Some(clock.clone())).await;
-    let r = book_and_work(&app, 10, 11).await;
+    let (app, clock, message) = cancelled_booking(&upstream).await;
     upstream.with(|s| s.down = true);
-    cancel(&app, &r).await;
-    let message = app.take_intent_messages().await.pop().unwrap();
     let response = invoke_worker(&app.state, vec![sqs_record(&message)]).await;
     assert_eq!(response.batch_item_failures.len(), 1, "SQS must deliver it again");
     assert_eq!(upstream.with(|s| (s.deletes, s.charges.len())), (1, 1));
@@ -428,11 +435,7 @@ async fn a_cancel_that_meets_an_upstream_outage_is_sent_again_until_it_lands() {
 #[tokio::test]
 async fn a_cancel_whose_worker_died_is_sent_again_by_the_reaper() {
     let upstream = MockUpstream::start().await;
-    let clock = Arc::new(ManualClock::new(Utc::now()));
-    let app = app_with(&upstream, Some(clock.clone())).await;
-    let r = book_and_work(&app, 10, 11).await;
-    cancel(&app, &r).await;
-    let message = app.take_intent_messages().await.pop().unwrap();
+    let (app, clock, message) = cancelled_booking(&upstream).await;
     let intent_id: Uuid = serde_json::from_value(message.data["intent_id"].clone()).unwrap();
     // Claimed, then its worker vanished before calling the upstream.
     shared::intents::claim(&app.state, intent_id).await.unwrap().unwrap().unwrap();
