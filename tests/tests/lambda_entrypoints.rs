@@ -10,7 +10,7 @@
 //!
 //! Why the emulator does not start the functions itself: `cargo lambda watch` would
 //! `cargo run --bin NAME` each function on its first invocation, package by package,
-//! and the five functions turn on different features of `shared`, so each would
+//! and the six functions turn on different features of `shared`, so each would
 //! rebuild `shared` and its dependents again (minutes on two cores) and replace the
 //! binaries just built; a function that fails to build then leaves the invocation
 //! waiting with no answer. Started here, the binaries are exactly the ones built once.
@@ -20,6 +20,7 @@
 //! process per call. The CLI is still exercised once (the health check), so both paths
 //! into the emulator are proven.
 
+use acceptance::upstream_mock::{self, MockUpstream};
 use acceptance::{Moto, day, fresh_database, hours, rfc3339};
 use chrono::Duration as ChronoDuration;
 use serde_json::{Value, json};
@@ -33,11 +34,12 @@ use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
 use uuid::Uuid;
 
-const FUNCTIONS: [&str; 5] = ["reserve", "confirm", "availability", "admin", "sweeper"];
+const FUNCTIONS: [&str; 6] = ["reserve", "confirm", "availability", "admin", "sweeper", "intent-worker"];
 
 /// The ids the fixtures carry in place of real ones.
 const RESOURCE_PLACEHOLDER: &str = "00000000-0000-0000-0000-000000000001";
 const RESERVATION_PLACEHOLDER: &str = "00000000-0000-0000-0000-000000000002";
+const INTENT_PLACEHOLDER: &str = "00000000-0000-0000-0000-000000000003";
 
 /// The `sub` claim of the fixtures' user (the admin fixture has another).
 const ALICE: &str = "00000000-0000-0000-0000-00000000a11c";
@@ -53,7 +55,7 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-/// `cargo build` of the five functions (debug); returns each binary's path, read from
+/// `cargo build` of the six functions (debug); returns each binary's path, read from
 /// cargo's own artifact messages so that any target directory works.
 fn build_functions() -> BTreeMap<String, PathBuf> {
     let mut cmd = Command::new(cargo());
@@ -168,6 +170,8 @@ impl Emulator {
                 .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
                 .env("AWS_EC2_METADATA_DISABLED", "true")
                 .env("RUST_LOG", "info")
+                // What the template's `LoggingConfig: LogFormat: JSON` makes Lambda set.
+                .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
                 .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
                 .stdin(Stdio::null())
                 .stdout(log_file(&log))
@@ -326,11 +330,14 @@ async fn the_function_binaries_serve_a_reservation_end_to_end_under_the_lambda_e
     let moto = Moto::start().await;
     let events_queue = moto.queue("events").await;
     let intents_queue = moto.queue("intents").await;
+    let upstream = MockUpstream::start().await;
     let env = [
         ("DATABASE_URL", database_url.clone()),
         ("AUTH_MODE", "jwt".to_string()),
         ("EVENTS_QUEUE_URL", events_queue.clone()),
-        ("INTENTS_QUEUE_URL", intents_queue),
+        ("INTENTS_QUEUE_URL", intents_queue.clone()),
+        ("UPSTREAM_BASE_URL", upstream.base.clone()),
+        ("UPSTREAM_TOKEN", upstream_mock::TOKEN.to_string()),
         ("AWS_ENDPOINT_URL_SQS", moto.endpoint.clone()),
         ("AWS_ACCESS_KEY_ID", "test".to_string()),
         ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
@@ -385,6 +392,37 @@ async fn the_function_binaries_serve_a_reservation_end_to_end_under_the_lambda_e
     let (status, released) = lambda.call("reserve", &event("release_reservation", &ids)).await;
     assert_eq!((status, released["status"].as_str()), (200, Some("CANCELLED")), "release: {released}");
 
+    // intent-worker: a one-step booking of an upstream seat answers 202, its intent
+    // message goes to the intents queue, and the worker, given it in an SQS batch
+    // beside a message it cannot read, books the seat upstream once and reports only
+    // the unreadable message as a batch item failure.
+    let mut seat_resource = event("create_resource", &[]);
+    set_body(&mut seat_resource, &json!({"name": "Library seat 7", "authority": "upstream", "upstream_ref": "seat-7"}));
+    let (status, seat) = lambda.call("admin", &seat_resource).await;
+    assert_eq!(status, 201, "create upstream resource: {seat}");
+    let mut booking = event("create_reservation", &[]);
+    booking["headers"]["idempotency-key"] = json!("7d0c9f7e-create-reservation-0002");
+    set_body(&mut booking, &json!({"resource_id": seat["id"], "start": start, "end": end, "confirm": true}));
+    let (status, booked) = lambda.call("reserve", &booking).await;
+    assert_eq!((status, booked["status"].as_str()), (202, Some("CONFIRMING")), "upstream booking: {booked}");
+    let booking_id = uuid_of(&booked["id"]);
+    let sent = moto.drain(&intents_queue).await;
+    assert_eq!(sent.len(), 1, "reserve published the intent message after commit: {sent:?}");
+    let batch_ids =
+        [(RESERVATION_PLACEHOLDER, booking_id), (INTENT_PLACEHOLDER, uuid_of(&sent[0]["data"]["intent_id"]))];
+    let batch = event("sqs_intents_batch", &batch_ids);
+    let response = lambda.invoke("intent-worker", &batch).await;
+    assert_eq!(
+        response,
+        json!({"batchItemFailures": [{"itemIdentifier": batch["Records"][1]["messageId"]}]}),
+        "partial batch response"
+    );
+    let booking_ids = [(RESOURCE_PLACEHOLDER, uuid_of(&seat["id"])), (RESERVATION_PLACEHOLDER, booking_id)];
+    let (status, settled) = lambda.call("availability", &event("get_reservation", &booking_ids)).await;
+    assert_eq!((status, settled["status"].as_str()), (200, Some("CONFIRMED")), "upstream booking: {settled}");
+    assert_eq!(settled["intent"]["state"], "SUCCEEDED", "{settled}");
+    assert_eq!(upstream.with(|s| s.posts), 1);
+
     // The health check needs no identity; sent with the CLI, from the fixture file as is.
     let (status, health) = http_reply("availability", &lambda.invoke_with_cli("availability", &fixture_path("health")));
     assert_eq!((status, health), (200, json!({"status": "ok"})));
@@ -411,6 +449,31 @@ async fn the_function_binaries_serve_a_reservation_end_to_end_under_the_lambda_e
             .any(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v.get("_aws").is_some() && v.get(metric).is_some()))
     };
     assert!(emf("reserve", "Holds"), "reserve emits a Holds metric");
+    assert!(emf("intent-worker", "IntentsSucceeded"), "the worker counts settled intents");
+
+    // The functions logged JSON, each line naming the invocation and what it touched.
+    let log_lines = |name: &str| -> Vec<Value> {
+        std::fs::read_to_string(lambda.logs.join(format!("{name}.log")))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v.get("_aws").is_none())
+            .collect()
+    };
+    let reserve_logs = log_lines("reserve");
+    let hold_line = reserve_logs
+        .iter()
+        .find(|l| l["fields"]["message"] == "request" && l["span"]["reservation_id"] == json!(reservation_id))
+        .unwrap_or_else(|| panic!("no request line for the hold in {reserve_logs:#?}"));
+    assert_eq!(hold_line["span"]["principal"], ALICE, "{hold_line}");
+    let invocation =
+        hold_line["spans"].as_array().and_then(|s| s.iter().find(|s| s["name"] == "Lambda runtime invoke"));
+    assert!(invocation.is_some_and(|s| s["requestId"].is_string()), "the Lambda request id: {hold_line}");
+    let worker_logs = log_lines("intent-worker");
+    assert!(
+        worker_logs.iter().any(|l| l["span"]["intent_id"] == sent[0]["data"]["intent_id"]),
+        "the worker's lines name the intent: {worker_logs:#?}"
+    );
     assert!(emf("sweeper", "OutboxLagSeconds"), "the sweeper emits its counts and the outbox lag");
 
     let messages = moto.drain(&events_queue).await;
