@@ -33,6 +33,7 @@
 //! `synchronous_commit=off` to see what commit flushes cost; default none).
 
 mod burst;
+mod cpu;
 mod setup;
 mod stats;
 mod throughput;
@@ -203,8 +204,11 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
         p.concurrency,
         p.phases.measure.as_secs_f64()
     );
-    let holds = throughput::http_holds(&server, p.resources, p.concurrency, p.phases).await?;
+    let database: String = db.query_one("SELECT current_database()", &[]).await?.get(0);
+    let probe = cpu::Probe::new(setup::connect(&database_url).await?, database);
+    let holds = throughput::http_holds(&server, p.resources, p.concurrency, p.phases, probe.as_ref()).await?;
     correct &= print_throughput(&holds, "holds/s", Outcome::Status(201));
+    print_cpu(&holds, "hold", "the bench process (client and server)");
     drop(server);
 
     println!();
@@ -213,8 +217,9 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
         p.concurrency,
         p.phases.measure.as_secs_f64()
     );
-    let baseline = throughput::sql_inserts(&database_url, p.concurrency, p.phases).await?;
+    let baseline = throughput::sql_inserts(&database_url, p.concurrency, p.phases, probe.as_ref()).await?;
     correct &= print_throughput(&baseline, "transactions/s", Outcome::Committed);
+    print_cpu(&baseline, "transaction", "the bench process (client)");
 
     println!();
     print_summary(&burst, &holds, &baseline, correct);
@@ -306,6 +311,18 @@ fn print_throughput(report: &throughput::Report, unit: &str, success: Outcome) -
     correct
 }
 
+/// Where the window's CPU went, and what one unit of work cost each side.
+fn print_cpu(report: &throughput::Report, unit: &str, process: &str) {
+    let Some(cpu) = report.cpu else { return };
+    let (database, bench) = cpu.cores();
+    let (db_each, bench_each) = cpu.per(report.successes);
+    println!(
+        "  cpu: database backends {database:.2} cores ({:.3} ms per {unit}), {process} {bench:.2} cores ({:.3} ms per {unit})",
+        db_each.as_secs_f64() * 1e3,
+        bench_each.as_secs_f64() * 1e3
+    );
+}
+
 fn print_summary(burst: &burst::Report, holds: &throughput::Report, baseline: &throughput::Report, correct: bool) {
     let verdict = |ok: bool| if ok { "PASS" } else { "MISS" };
     println!("summary");
@@ -329,6 +346,15 @@ fn print_summary(burst: &burst::Report, holds: &throughput::Report, baseline: &t
         "  target: uncontended >= {THROUGHPUT_SHARE_TARGET:.0}% of baseline: {} ({share:.1} %)",
         verdict(share >= THROUGHPUT_SHARE_TARGET)
     );
+    if let (Some(h), Some(b)) = (holds.cpu, baseline.cpu) {
+        let (h_db, h_bench) = h.per(holds.successes);
+        let (b_db, b_bench) = b.per(baseline.successes);
+        println!(
+            "  cost of a hold / a baseline transaction: database CPU {:.1}x, bench process CPU {:.1}x",
+            h_db.as_secs_f64() / b_db.as_secs_f64().max(f64::MIN_POSITIVE),
+            h_bench.as_secs_f64() / b_bench.as_secs_f64().max(f64::MIN_POSITIVE)
+        );
+    }
     println!("  correctness: {}", if correct { "OK" } else { "FAIL" });
 }
 

@@ -6,6 +6,7 @@
 //! statement preparation, cold caches) and the requests still in flight at the end
 //! do not skew the rate.
 
+use crate::cpu::Probe;
 use crate::setup::{self, BoxError, Server};
 use crate::stats::{Outcome, Summary, Tally};
 use chrono::{DateTime, Duration as Span, DurationRound, Utc};
@@ -32,6 +33,8 @@ pub struct Phases {
 pub struct Report {
     /// Successes answered inside the measured window.
     pub successes: u64,
+    /// CPU spent in the measured window, where it could be read.
+    pub cpu: Option<crate::cpu::Usage>,
     pub measured: Tally,
     pub warmup: Tally,
     /// Of the successes only: a fast failure should not flatter the numbers.
@@ -63,12 +66,26 @@ struct WorkerTally {
 }
 
 /// Runs every worker through the warm-up and the measured window.
-pub async fn drive<W: Worker>(workers: Vec<W>, phases: Phases, success: Outcome) -> Result<Report, BoxError> {
+pub async fn drive<W: Worker>(
+    workers: Vec<W>,
+    phases: Phases,
+    success: Outcome,
+    probe: Option<&Probe>,
+) -> Result<Report, BoxError> {
     let measure_from = Instant::now() + phases.warmup;
     let until = measure_from + phases.measure;
     let tasks: Vec<_> = workers.into_iter().map(|w| tokio::spawn(work(w, measure_from, until, success))).collect();
+    let sampling = async {
+        let probe = probe?;
+        tokio::time::sleep_until(measure_from.into()).await;
+        let before = probe.sample().await;
+        tokio::time::sleep_until(until.into()).await;
+        let after = probe.sample().await;
+        Some(crate::cpu::between(&before, &after, phases.measure))
+    };
+    let (results, cpu) = tokio::join!(futures::future::join_all(tasks), sampling);
     let mut total = WorkerTally::default();
-    for task in futures::future::join_all(tasks).await {
+    for task in results {
         let t = task?;
         total.measured.merge(&t.measured);
         total.warmup.merge(&t.warmup);
@@ -77,6 +94,7 @@ pub async fn drive<W: Worker>(workers: Vec<W>, phases: Phases, success: Outcome)
     }
     Ok(Report {
         successes: total.measured.count(success),
+        cpu,
         measured: total.measured,
         warmup: total.warmup,
         latency: Summary::of(total.latencies),
@@ -165,6 +183,7 @@ pub async fn http_holds(
     resources: usize,
     concurrency: usize,
     phases: Phases,
+    probe: Option<&Probe>,
 ) -> Result<Report, BoxError> {
     let http = setup::http_client(concurrency);
     // `concurrency` at a time, which also opens the connections the workers will use.
@@ -189,7 +208,7 @@ pub async fn http_holds(
             plan: plan.clone(),
         })
         .collect();
-    drive(workers, phases, Outcome::Status(201)).await
+    drive(workers, phases, Outcome::Status(201), probe).await
 }
 
 // ---- (c) the physical baseline ---------------------------------------------------
@@ -220,7 +239,12 @@ pub const BASELINE_TABLE: &str =
     "CREATE TABLE bench_baseline (id uuid PRIMARY KEY, payload text NOT NULL, created_at timestamptz NOT NULL)";
 
 /// Creates the baseline table, then drives `concurrency` connections of inserts.
-pub async fn sql_inserts(database_url: &str, concurrency: usize, phases: Phases) -> Result<Report, BoxError> {
+pub async fn sql_inserts(
+    database_url: &str,
+    concurrency: usize,
+    phases: Phases,
+    probe: Option<&Probe>,
+) -> Result<Report, BoxError> {
     setup::connect(database_url).await?.batch_execute(BASELINE_TABLE).await?;
     let workers = futures::future::try_join_all((0..concurrency).map(|_| async {
         let client = setup::connect(database_url).await?;
@@ -228,5 +252,5 @@ pub async fn sql_inserts(database_url: &str, concurrency: usize, phases: Phases)
         Ok::<_, BoxError>(SqlInserts { client, insert })
     }))
     .await?;
-    drive(workers, phases, Outcome::Committed).await
+    drive(workers, phases, Outcome::Committed, probe).await
 }
