@@ -74,6 +74,9 @@ pub struct UpstreamConfig {
     /// A worker's lease on an intent; longer than the worker's whole upstream call, so
     /// that when it lapses the call has surely ended.
     pub intent_lease: chrono::Duration,
+    /// How long a due `REQUESTED` intent may sit untouched before the sweeper queues a
+    /// new message for it (its message was lost, or dead-lettered after its retries).
+    pub intent_requeue_after: chrono::Duration,
 }
 
 impl Config {
@@ -148,6 +151,7 @@ impl Config {
                 breaker_failures: num("BREAKER_FAILURES", 5, 1, 1_000)? as i32,
                 breaker_open: chrono::Duration::milliseconds(num("BREAKER_OPEN_MS", 5_000, 1, 3_600_000)?),
                 intent_lease: chrono::Duration::seconds(num("INTENT_LEASE_SECONDS", 60, 1, 3_600)?),
+                intent_requeue_after: chrono::Duration::seconds(num("INTENT_REQUEUE_AFTER_SECONDS", 300, 1, 86_400)?),
             },
         })
     }

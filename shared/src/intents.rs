@@ -287,6 +287,16 @@ async fn compensate(
     Ok(())
 }
 
+/// Queues a new message for every due intent that has waited untouched for longer than
+/// `INTENT_REQUEUE_AFTER_SECONDS`: its message was lost, or went to the dead-letter
+/// queue after its retries (a long outage, a seat busy for long). Without this, such an
+/// intent would wait for an operator; with it, the worst case is a duplicate message,
+/// which a claim turns into nothing.
+pub async fn requeue_stale(state: &AppState, limit: i64, now: DateTime<Utc>) -> Result<u64, DbError> {
+    let client = state.pool.get().await?;
+    intents::requeue_stale(&client, now, now - state.config.upstream.intent_requeue_after, limit).await
+}
+
 #[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
 pub struct ReaperReport {
     pub reaped: u64,

@@ -468,3 +468,26 @@ async fn a_new_booking_of_the_seat_waits_for_the_earlier_cancel_before_writing_u
     assert_eq!((b["status"].as_str(), b["intent"]["state"].as_str()), (Some("CONFIRMED"), Some("SUCCEEDED")));
     assert_eq!(upstream.with(|s| (s.posts, s.deletes)), (2, 1));
 }
+
+#[tokio::test]
+async fn a_cancel_whose_message_was_lost_is_queued_again_by_the_sweeper() {
+    let upstream = MockUpstream::start().await;
+    let (app, clock, _lost) = cancelled_booking(&upstream).await;
+    let sweep = || sweeper::sweep(&app.state, &shared::events::LogPublisher, Default::default());
+    // Not yet: a message may still be on its way.
+    assert_eq!(sweep().await.intents_requeued, Some(0));
+    assert!(app.take_intent_messages().await.is_empty());
+
+    clock.advance(app.state.config.upstream.intent_requeue_after + Duration::seconds(1));
+    assert_eq!(sweep().await.intents_requeued, Some(1));
+    // This app has no intents queue, so the sweep's own relay failed and backed off.
+    clock.advance(Duration::seconds(2));
+    let messages = app.take_intent_messages().await;
+    assert_eq!(messages.len(), 1, "one new message for the stale cancel");
+    let response = invoke_worker(&app.state, messages.iter().map(sqs_record).collect()).await;
+    assert!(response.batch_item_failures.is_empty());
+    assert_eq!(upstream.with(|s| (s.deletes, s.charges.len())), (1, 0));
+    // Settled intents are never queued again.
+    clock.advance(app.state.config.upstream.intent_requeue_after + Duration::seconds(1));
+    assert_eq!(sweep().await.intents_requeued, Some(0));
+}

@@ -2,7 +2,8 @@
 //! `SWEEP_INTERVAL_SECONDS` in the dev server): expires lapsed holds and offers and
 //! hands their capacity to the waitlist, expires waiting entries whose range has
 //! passed, settles upstream intents whose worker lease lapsed (the lease reaper: by the
-//! current-charge read, never by replaying the write), relays unpublished outbox rows
+//! current-charge read, never by replaying the write), queues a new message for due
+//! intents whose message was lost or dead-lettered, relays unpublished outbox rows
 //! (events to the events queue, intent messages to the intents queue), and purges
 //! idempotency records past retention. Each task is bounded; the report says what each
 //! did, and a task that fails does not stop the others.
@@ -20,6 +21,8 @@ pub struct SweepReport {
     pub expiry: Option<ExpiryReport>,
     pub waiting_expired: Option<u64>,
     pub reaper: Option<shared::intents::ReaperReport>,
+    /// Due intents whose message was lost or dead-lettered, queued again.
+    pub intents_requeued: Option<u64>,
     pub events: Option<RelayReport>,
     pub intents: Option<RelayReport>,
     pub idempotency_purged: Option<u64>,
@@ -48,6 +51,8 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
     if let Some(upstream) = state.upstream.as_deref() {
         let reaped = shared::intents::reap(state, upstream, bounds.batch, clock.now()).await;
         report.reaper = note(&mut report, "reaper", reaped);
+        let requeued = shared::intents::requeue_stale(state, bounds.batch, clock.now()).await;
+        report.intents_requeued = note(&mut report, "requeue", requeued);
     }
     report.events =
         note(&mut report, "events", relay(&state.pool, clock, publisher, Topic::Events, bounds.budget).await);
@@ -68,6 +73,7 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
         ("Offers", expiry.offers as f64, "Count"),
         ("WaitingExpired", report.waiting_expired.unwrap_or(0) as f64, "Count"),
         ("IntentsReaped", reaper.reaped as f64, "Count"),
+        ("IntentsRequeued", report.intents_requeued.unwrap_or(0) as f64, "Count"),
         ("EventsPublished", events.published as f64, "Count"),
         ("EventsPublishFailures", events.failed as f64, "Count"),
         ("SweepTasksFailed", report.failed.len() as f64, "Count"),

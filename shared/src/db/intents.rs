@@ -35,6 +35,18 @@ pub const WAITING: &str = "SELECT q.state = 'REQUESTED' AND (q.not_before > $2 O
          AND p.state IN ('REQUESTED', 'RESERVING') AND p.created_at < q.created_at))) \
      FROM intents q WHERE q.id = $1";
 
+/// Due `REQUESTED` intents that nothing touched since `$2` (their message was lost or
+/// dead-lettered): touched now, with a new intent message each in the outbox. `SKIP
+/// LOCKED`, so a worker claiming one meanwhile is never waited for.
+pub const REQUEUE_STALE: &str = "WITH stale AS ( \
+       SELECT id FROM intents WHERE state = 'REQUESTED' AND not_before <= $1 AND updated_at <= $2 \
+       ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED), \
+     touched AS ( \
+       UPDATE intents i SET updated_at = $1 FROM stale WHERE i.id = stale.id RETURNING i.id, i.reservation_id) \
+     INSERT INTO outbox (topic, kind, subject_id, payload, created_at, next_attempt_at) \
+     SELECT 'intents', 'intent.requested', id, jsonb_build_object('intent_id', id, 'reservation_id', reservation_id), \
+       $1, $1 FROM touched";
+
 /// The reaper's claim: intents whose lease lapsed in `RESERVING` (their worker died or
 /// hung), leased anew to the reaper.
 pub const CLAIM_LAPSED: &str = "WITH c AS ( \
@@ -161,6 +173,17 @@ pub async fn claim(
 pub async fn waiting(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<bool, DbError> {
     let stmt = c.prepare_cached(WAITING).await?;
     Ok(c.query_opt(&stmt, &[&id, &now]).await?.is_some_and(|r| r.get(0)))
+}
+
+/// How many stale intents got a new message.
+pub async fn requeue_stale(
+    c: &impl GenericClient,
+    now: DateTime<Utc>,
+    untouched_since: DateTime<Utc>,
+    limit: i64,
+) -> Result<u64, DbError> {
+    let stmt = c.prepare_cached(REQUEUE_STALE).await?;
+    Ok(c.execute(&stmt, &[&now, &untouched_since, &limit]).await?)
 }
 
 pub async fn claim_lapsed(
