@@ -208,3 +208,21 @@ async fn an_unreachable_queue_loses_nothing() {
         .unwrap();
     assert_eq!((row.get::<_, i32>(0), row.get::<_, bool>(1), row.get::<_, bool>(2)), (1, true, true));
 }
+
+#[tokio::test]
+async fn reservations_and_their_events_get_time_ordered_ids() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let (s, e) = hours(10, 11);
+    let (_, held) = app.reserve("alice", room, (&s, &e), 1).await;
+    let id = Uuid::parse_str(held["id"].as_str().unwrap()).unwrap();
+    assert_eq!(id.get_version_num(), 7, "{id}");
+    let (s, e) = hours(12, 13);
+    app.reserve("alice", room, (&s, &e), 1).await;
+    let rows = app.db().await.query("SELECT id FROM outbox ORDER BY seq", &[]).await.unwrap();
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.iter().all(|i| i.get_version_num() == 7), "{ids:?}");
+    // The first 48 bits are the milliseconds of creation: later events never sort before.
+    assert!(ids[0].as_bytes()[..6] <= ids[1].as_bytes()[..6], "{ids:?}");
+}

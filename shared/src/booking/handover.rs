@@ -55,7 +55,7 @@ pub async fn offer_range(
         let offer = reservations::insert_if_fits(
             tx,
             &reservations::NewReservation {
-                id: Uuid::new_v4(),
+                id: Uuid::now_v7(),
                 resource_id: resource.id,
                 resource_capacity: resource.capacity,
                 owner: &entry.owner,

@@ -112,7 +112,7 @@ pub async fn create_resource(
     Ok(resources::insert(
         c,
         &resources::NewResource {
-            id: Uuid::new_v4(),
+            id: Uuid::now_v7(),
             name: &new.name,
             capacity: new.capacity,
             authority: new.authority,
@@ -147,7 +147,7 @@ async fn request_intent(
     approval: Approval<'_>,
     now: DateTime<Utc>,
 ) -> Result<serde_json::Value, DbError> {
-    let id = Uuid::new_v4();
+    let id = Uuid::now_v7();
     let seat = resource.upstream_ref.as_deref().ok_or(DbError::Corrupt("upstream resource without a ref".into()))?;
     tokio::try_join!(
         intents::insert_approval(tx, r.id, approval.principal, approval.fingerprint, now),
@@ -235,7 +235,7 @@ pub async fn reserve(
         (false, _) => (Status::Held, Some(now + Duration::seconds(resource.hold_ttl_seconds.into()))),
     };
     let new = reservations::NewReservation {
-        id: Uuid::new_v4(),
+        id: Uuid::now_v7(),
         resource_id: resource.id,
         resource_capacity: resource.capacity,
         owner: &owner.id,
@@ -389,7 +389,7 @@ pub struct Released {
 /// Records the upstream cancel of a confirmed booking in the caller's transaction: the
 /// cancel intent and its message. `false` when nothing was written upstream for it.
 async fn request_cancel(tx: &impl GenericClient, reservation_id: Uuid, now: DateTime<Utc>) -> Result<bool, DbError> {
-    let Some(id) = intents::insert_cancel(tx, Uuid::new_v4(), reservation_id, now).await? else {
+    let Some(id) = intents::insert_cancel(tx, Uuid::now_v7(), reservation_id, now).await? else {
         return Ok(false);
     };
     outbox::insert_intent_message(tx, id, reservation_id, now).await?;

@@ -43,7 +43,7 @@ pub async fn join_waitlist(
     let entry = waitlist::insert(
         tx,
         &waitlist::NewEntry {
-            id: Uuid::new_v4(),
+            id: Uuid::now_v7(),
             resource_id: resource.id,
             owner: &who.id,
             start: req.start,

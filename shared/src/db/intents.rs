@@ -128,7 +128,7 @@ pub async fn insert_approval(
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
     let stmt = c.prepare_cached(INSERT_APPROVAL).await?;
-    c.execute(&stmt, &[&Uuid::new_v4(), &reservation_id, &principal, &fingerprint, &now]).await?;
+    c.execute(&stmt, &[&Uuid::now_v7(), &reservation_id, &principal, &fingerprint, &now]).await?;
     Ok(())
 }
 
