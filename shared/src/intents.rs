@@ -293,8 +293,14 @@ async fn compensate(
 /// intent would wait for an operator; with it, the worst case is a duplicate message,
 /// which a claim turns into nothing.
 pub async fn requeue_stale(state: &AppState, limit: i64, now: DateTime<Utc>) -> Result<u64, DbError> {
-    let client = state.pool.get().await?;
-    intents::requeue_stale(&client, now, now - state.config.upstream.intent_requeue_after, limit).await
+    let mut client = state.pool.get().await?;
+    let tx = client.transaction().await?;
+    let stale = intents::touch_stale(&tx, now, now - state.config.upstream.intent_requeue_after, limit).await?;
+    for (intent_id, reservation_id) in &stale {
+        crate::db::outbox::insert_intent_message(&tx, *intent_id, *reservation_id, now).await?;
+    }
+    tx.commit().await?;
+    Ok(stale.len() as u64)
 }
 
 #[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]

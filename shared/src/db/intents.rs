@@ -10,42 +10,49 @@ pub const INSERT_APPROVAL: &str = "INSERT INTO approvals (id, reservation_id, pr
 pub const INSERT: &str = "INSERT INTO intents (id, reservation_id, kind, upstream_ref, state, not_before, created_at, \
        updated_at) VALUES ($1, $2, 'reserve', $3, 'REQUESTED', $4, $4, $4)";
 
+/// True for a reserve intent `q` queued after a cancel of the same seat that has not
+/// finished: the charge that cancel deletes could still make the seat look taken.
+macro_rules! behind_a_cancel {
+    () => {
+        "(q.kind = 'reserve' AND EXISTS ( \
+           SELECT 1 FROM intents p WHERE p.upstream_ref = q.upstream_ref AND p.kind = 'cancel' \
+             AND p.state IN ('REQUESTED', 'RESERVING') AND p.created_at < q.created_at))"
+    };
+}
+
 /// The worker's claim of one intent: only a `REQUESTED` one that is due, skipping a row
 /// another worker holds. Moving it to `RESERVING` may hit `intents_one_write_per_seat`
 /// (another write to the same seat is in flight): the caller then tries again later. A
 /// reserve is not claimed while an earlier cancel of the same seat is unfinished: the
 /// charge that cancel deletes could still make the seat look taken.
-pub const CLAIM: &str = "WITH c AS ( \
-       SELECT id FROM intents q WHERE id = $1 AND state = 'REQUESTED' AND not_before <= $2 \
-         AND (kind = 'cancel' OR NOT EXISTS ( \
-           SELECT 1 FROM intents p WHERE p.upstream_ref = q.upstream_ref AND p.kind = 'cancel' \
-             AND p.state IN ('REQUESTED', 'RESERVING') AND p.created_at < q.created_at)) \
-       FOR UPDATE SKIP LOCKED) \
-     UPDATE intents i SET state = 'RESERVING', lease_owner = $3, locked_until = $4, attempts = i.attempts + 1, \
-       updated_at = $2 \
-     FROM c, reservations r WHERE i.id = c.id AND r.id = i.reservation_id AND i.state = 'REQUESTED' \
-     RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at, \
-       i.kind, i.charge_id";
+pub const CLAIM: &str = concat!(
+    "WITH c AS ( ",
+    "  SELECT id FROM intents q WHERE id = $1 AND state = 'REQUESTED' AND not_before <= $2 AND NOT ",
+    behind_a_cancel!(),
+    "  FOR UPDATE SKIP LOCKED) ",
+    "UPDATE intents i SET state = 'RESERVING', lease_owner = $3, locked_until = $4, attempts = i.attempts + 1, ",
+    "  updated_at = $2 ",
+    "FROM c, reservations r WHERE i.id = c.id AND r.id = i.reservation_id AND i.state = 'REQUESTED' ",
+    "RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at, ",
+    "  i.kind, i.charge_id"
+);
 
 /// Whether an intent that could not be claimed is waiting to be (not due yet, or a
 /// reserve behind an earlier cancel of its seat), as opposed to taken by another
 /// worker, settled, or unknown.
-pub const WAITING: &str = "SELECT q.state = 'REQUESTED' AND (q.not_before > $2 OR (q.kind = 'reserve' AND EXISTS ( \
-       SELECT 1 FROM intents p WHERE p.upstream_ref = q.upstream_ref AND p.kind = 'cancel' \
-         AND p.state IN ('REQUESTED', 'RESERVING') AND p.created_at < q.created_at))) \
-     FROM intents q WHERE q.id = $1";
+pub const WAITING: &str = concat!(
+    "SELECT q.state = 'REQUESTED' AND (q.not_before > $2 OR ",
+    behind_a_cancel!(),
+    ") FROM intents q WHERE q.id = $1"
+);
 
 /// Due `REQUESTED` intents that nothing touched since `$2` (their message was lost or
-/// dead-lettered): touched now, with a new intent message each in the outbox. `SKIP
-/// LOCKED`, so a worker claiming one meanwhile is never waited for.
-pub const REQUEUE_STALE: &str = "WITH stale AS ( \
+/// dead-lettered), touched now so that the next requeue waits again; their ids and
+/// reservations. `SKIP LOCKED`, so a worker claiming one meanwhile is never waited for.
+pub const TOUCH_STALE: &str = "WITH stale AS ( \
        SELECT id FROM intents WHERE state = 'REQUESTED' AND not_before <= $1 AND updated_at <= $2 \
-       ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED), \
-     touched AS ( \
-       UPDATE intents i SET updated_at = $1 FROM stale WHERE i.id = stale.id RETURNING i.id, i.reservation_id) \
-     INSERT INTO outbox (topic, kind, subject_id, payload, created_at, next_attempt_at) \
-     SELECT 'intents', 'intent.requested', id, jsonb_build_object('intent_id', id, 'reservation_id', reservation_id), \
-       $1, $1 FROM touched";
+       ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED) \
+     UPDATE intents i SET updated_at = $1 FROM stale WHERE i.id = stale.id RETURNING i.id, i.reservation_id";
 
 /// The reaper's claim: intents whose lease lapsed in `RESERVING` (their worker died or
 /// hung), leased anew to the reaper.
@@ -175,15 +182,15 @@ pub async fn waiting(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Re
     Ok(c.query_opt(&stmt, &[&id, &now]).await?.is_some_and(|r| r.get(0)))
 }
 
-/// How many stale intents got a new message.
-pub async fn requeue_stale(
+/// (intent id, reservation id) of each stale intent touched.
+pub async fn touch_stale(
     c: &impl GenericClient,
     now: DateTime<Utc>,
     untouched_since: DateTime<Utc>,
     limit: i64,
-) -> Result<u64, DbError> {
-    let stmt = c.prepare_cached(REQUEUE_STALE).await?;
-    Ok(c.execute(&stmt, &[&now, &untouched_since, &limit]).await?)
+) -> Result<Vec<(Uuid, Uuid)>, DbError> {
+    let stmt = c.prepare_cached(TOUCH_STALE).await?;
+    Ok(c.query(&stmt, &[&now, &untouched_since, &limit]).await?.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
 pub async fn claim_lapsed(

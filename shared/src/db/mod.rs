@@ -117,8 +117,8 @@ pub fn tls(config: &Config) -> Result<MakeRustlsConnect, ConfigError> {
             return Err(bad("it holds no parsable certificate".into()));
         }
     }
-    // The provider is named rather than taken from the process default, which is
-    // ambiguous where the AWS SDK brings aws-lc-rs into the same binary.
+    // The provider is named rather than taken from the process default, so that no
+    // dependency's crypto features can change which one the database connection uses.
     let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .expect("ring supports the default protocol versions")
