@@ -80,50 +80,69 @@ pub async fn run_idempotent(
     canonical_body: &[u8],
     op: impl AsyncFnOnce(&Transaction<'_>) -> Result<Reply, ApiError>,
 ) -> Result<Response<Body>, ApiError> {
-    let key = key_of(req)?;
-    let mut client = state.pool.get().await?;
-    let Some(key) = key else {
+    let Some(key) = key_of(req)? else {
+        let mut client = state.pool.get().await?;
         let tx = client.transaction().await?;
-        return match op(&tx).await {
-            Ok(reply) => {
-                tx.commit().await?;
-                Ok(reply.into_response())
-            }
-            Err(e) => Err(e),
-        };
+        let reply = op(&tx).await?;
+        tx.commit().await?;
+        return Ok(reply.into_response());
     };
-
     let k = KeyRef { principal: &who.id, method: req.method().as_str(), route, key };
     let fp = fingerprint(req, canonical_body);
-    let token = Uuid::new_v4();
+    match claim_or_replay(state, &k, &fp).await? {
+        Claimed::Replay(response) => Ok(response),
+        Claimed::Ours(claim, client) => finish(state, &k, claim, client, op).await,
+    }
+}
+
+/// What a key's claim came to.
+enum Claimed {
+    /// The key is ours now: run the request, on the connection that claimed it.
+    Ours(idempotency::Claim, deadpool_postgres::Object),
+    /// The original answered already: its stored response.
+    Replay(Response<Body>),
+}
+
+/// Claims the key, or waits for its original and replays that one's answer.
+///
+/// A retry that finds its original still running polls for it, and holds no database
+/// connection between polls: waiting retries must not starve everyone else's requests
+/// of the pool. How many may wait at once is bounded too (`IDEMPOTENCY_MAX_WAITERS`);
+/// the rest are told at once to come back.
+async fn claim_or_replay(state: &AppState, k: &KeyRef<'_>, fp: &[u8]) -> Result<Claimed, ApiError> {
     let cfg = &state.config;
+    let token = Uuid::new_v4();
     let started = Instant::now();
     let mut pause = Duration::from_millis(5);
-    let claim = loop {
+    let mut waiting: Option<tokio::sync::SemaphorePermit<'_>> = None;
+    loop {
         let now = state.clock.now();
+        let mut client = state.pool.get().await?;
         // The claim commits on its own, without waiting for the disk: if it were lost
         // in a crash, nothing that depends on it could have committed (the mutation's
         // synchronous commit flushes the claim's WAL first).
         let tx = client.transaction().await?;
         tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await?;
         let claimed =
-            idempotency::claim(&tx, &k, &fp, token, now + cfg.idempotency_lease, now, now + cfg.idempotency_retention)
+            idempotency::claim(&tx, k, fp, token, now + cfg.idempotency_lease, now, now + cfg.idempotency_retention)
                 .await?;
         tx.commit().await?;
         if let Some(claim) = claimed {
             if claim.takeover {
                 tracing::info!(key = k.key, "took over an idempotency key whose lease lapsed");
             }
-            break claim;
+            return Ok(Claimed::Ours(claim, client));
         }
-        match idempotency::read(&client, &k).await? {
+        let stored = idempotency::read(&client, k).await?;
+        drop(client);
+        match stored {
             // Given back by a failed original between our two statements: claim again.
             None => continue,
             Some(Stored::Completed { fingerprint, status, headers, body }) => {
                 if fingerprint != fp {
                     return Err(ApiError::IdempotencyKeyReused);
                 }
-                return Ok(mark_replayed(stored_reply(status, &headers, body).into_response(), true));
+                return Ok(Claimed::Replay(mark_replayed(stored_reply(status, &headers, body).into_response(), true)));
             }
             Some(Stored::Processing { fingerprint, locked_until }) => {
                 if fingerprint != fp {
@@ -132,23 +151,40 @@ pub async fn run_idempotent(
                 if locked_until <= now {
                     continue;
                 }
-                if started.elapsed() >= cfg.idempotency_wait {
+                let in_progress = || {
                     let secs = (locked_until - now).num_milliseconds().max(0) as u64;
-                    return Err(ApiError::IdempotencyKeyInProgress { retry_after: secs.div_ceil(1000).max(1) });
+                    ApiError::IdempotencyKeyInProgress { retry_after: secs.div_ceil(1000).max(1) }
+                };
+                if started.elapsed() >= cfg.idempotency_wait {
+                    return Err(in_progress());
+                }
+                if waiting.is_none() {
+                    waiting = Some(state.idempotency_waiters.try_acquire().map_err(|_| in_progress())?);
                 }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
         }
-    };
+    }
+}
 
+/// Runs the request under its claim and stores its answer: in the mutation's own
+/// transaction when it succeeds, on its own when it fails finally (a 4xx is replayed
+/// too). Server trouble gives the key back, so that a retry runs afresh.
+async fn finish(
+    state: &AppState,
+    k: &KeyRef<'_>,
+    claim: idempotency::Claim,
+    mut client: deadpool_postgres::Object,
+    op: impl AsyncFnOnce(&Transaction<'_>) -> Result<Reply, ApiError>,
+) -> Result<Response<Body>, ApiError> {
     let tx = client.transaction().await?;
     match op(&tx).await {
         Ok(reply) => {
             let now = state.clock.now();
             let ours = idempotency::complete(
                 &tx,
-                &k,
+                k,
                 claim.owner_token,
                 reply.status.as_u16(),
                 &stored_headers(&reply),
@@ -162,7 +198,7 @@ pub async fn run_idempotent(
                 return Err(ApiError::IdempotencyKeyInProgress { retry_after: 1 });
             }
             if let Err(e) = tx.commit().await {
-                let _ = idempotency::abandon(&client, &k, claim.owner_token).await;
+                let _ = idempotency::abandon(&client, k, claim.owner_token).await;
                 return Err(e.into());
             }
             Ok(mark_replayed(reply.into_response(), false))
@@ -173,7 +209,7 @@ pub async fn run_idempotent(
             let now = state.clock.now();
             idempotency::complete(
                 &client,
-                &k,
+                k,
                 claim.owner_token,
                 reply.status.as_u16(),
                 &stored_headers(&reply),
@@ -185,7 +221,7 @@ pub async fn run_idempotent(
         }
         Err(e) => {
             drop(tx);
-            if let Err(abandon) = idempotency::abandon(&client, &k, claim.owner_token).await {
+            if let Err(abandon) = idempotency::abandon(&client, k, claim.owner_token).await {
                 tracing::warn!(error = %abandon, "could not give an idempotency key back; its lease will lapse");
             }
             Err(e)
