@@ -145,11 +145,17 @@ pub fn tls(config: &Config) -> Result<MakeRustlsConnect, ConfigError> {
 }
 
 /// A pool that connects lazily: building it does no I/O, so cold start stays cheap.
+///
+/// A connection is checked with an empty query before it is handed out (`Verified`,
+/// one round trip with no parse or plan). Checking only whether the socket is known to
+/// be closed (`Fast`) handed out connections whose backend had been terminated but
+/// whose close had not arrived yet: the request after a failover or a killed backend
+/// then failed with 503 where it could have run.
 pub fn pool(config: &Config) -> Result<Pool, ConfigError> {
     let manager = Manager::from_config(
         pg_config(config)?,
         tls(config)?,
-        ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        ManagerConfig { recycling_method: RecyclingMethod::Verified },
     );
     Ok(Pool::builder(manager)
         .max_size(config.db_pool_size)
