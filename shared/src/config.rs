@@ -62,7 +62,7 @@ pub struct Config {
     pub upstream: UpstreamConfig,
 }
 
-/// The system of record for `authority: upstream` resources (upstream.md).
+/// The system of record for `authority: upstream` resources (`upstream::SystemOfRecord`).
 #[derive(Debug, Clone)]
 pub struct UpstreamConfig {
     pub base_url: Option<String>,

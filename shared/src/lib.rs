@@ -1,14 +1,32 @@
-//! The crate every reservation function shares.
+//! The crate every reservation function shares: the domain, the database code and the
+//! adapters. Where each mechanism lives:
 //!
-//! - [`domain`]: the vocabulary (resources, reservations, statuses, time ranges) and the
-//!   pure rules (validation, the load profile behind `free`). No I/O, no Lambda types.
-//! - [`db`]: the pool, the embedded migrations, and one module of named SQL per table.
-//! - [`booking`]: the operations (reserve, confirm, release, read, availability). Each
-//!   takes a client or a transaction and the current time, so a caller composes them
-//!   into one transaction and a test moves the clock.
-//! - [`http`]: the adapter from `lambda_http` requests to those operations: routing,
-//!   identity, strict JSON bodies, idempotency, and the one mapping of every failure to
-//!   RFC 9457 problem JSON.
+//! - [`domain`]: the vocabulary (resources, reservations, statuses, intents, the
+//!   waitlist) and the pure rules: range validation (`validate`), the load profile
+//!   behind `free` (`load`). No I/O, no Lambda types.
+//! - [`db`]: the pool, the embedded migrations, and one module of named SQL per table
+//!   (`resources`, `reservations`, `waitlist`, `idempotency`, `outbox`, `intents`,
+//!   `breakers`, `upstream_views`). The capacity rules themselves are SQL functions
+//!   (`reservation_peak`, `reservation_insert_if_fits`, `reservation_hold`, migration
+//!   V7); the double-booking guard of capacity-1 resources is the exclusion constraint
+//!   of migration V1.
+//! - [`booking`]: the operations, one file each: `resources`, `reserve` (where the
+//!   race is settled), `confirm`, `release`, `availability`, `waitlist`, `handover`
+//!   (freed capacity to the waitlist, first fit in FIFO order) and `sweep` (the
+//!   scheduled expiry and purges). The lock order is written in `booking`'s overview.
+//!   Each takes a client or a transaction and the current time, so a caller composes
+//!   them into one transaction and a test moves the clock.
+//! - [`intents`]: upstream writes as durable intents: the worker's steps (`worker`)
+//!   and the lease reaper and requeue (`reaper`).
+//! - [`upstream`]: the system-of-record adapter, the shared circuit breaker
+//!   (`breaker`) and the shared single-flight read cache (`cache`).
+//! - [`events`]: the outbox relay (after commit and from the sweeper) to SQS, with
+//!   its publishers.
+//! - [`http`]: the adapter from `lambda_http` requests to those operations: routing
+//!   (`routes`), identity and strict JSON bodies (`request`), idempotency keys
+//!   (`idempotency`), and the one mapping of every failure to RFC 9457 problem JSON
+//!   (`problem`).
+//! - [`config`], [`clock`], [`metrics`] (CloudWatch EMF lines): the process around it.
 //!
 //! PostgreSQL is the only authority: the guarantees live in constraints, row locks and
 //! short transactions, never in this process's memory.

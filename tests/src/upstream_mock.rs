@@ -1,4 +1,5 @@
-//! A real HTTP server that plays the system of record of upstream.md, with knobs for
+//! A real HTTP server that plays the system of record (`shared::upstream::SystemOfRecord`'s
+//! protocol), with knobs for
 //! the failures the service must survive, and counters of what reached it.
 
 use chrono::{DateTime, Utc};

@@ -9,7 +9,7 @@ use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use serde::Deserialize;
 use shared::AppState;
-use shared::booking::{self, Approval};
+use shared::booking::{self, Approval, Confirmed};
 use shared::http::{
     ApiError, Function, Op, Reply, fingerprint, json_body, principal, respond, route_for, run_idempotent,
 };
@@ -33,27 +33,25 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     let body = json_body::<ConfirmBody>(req, true)?;
     let fingerprint = fingerprint(req, &body.canonical);
     let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
-    let response =
-        run_idempotent(state, &who, req, "POST /v1/reservations/{id}/confirm", &body.canonical, async |tx| {
-            let confirmed = booking::confirm(tx, &who, id, approval, state.clock.now()).await?;
-            let r = confirmed.reservation;
-            if confirmed.changed {
-                shared::metrics::count(if r.status == shared::domain::Status::Confirming {
-                    "UpstreamConfirmsRequested"
-                } else {
-                    "Confirms"
-                });
+    let mut queued = false;
+    let response = run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+        let (status, r) = match booking::confirm(tx, &who, id, approval, state.clock.now()).await? {
+            Confirmed::Confirmed(r) => {
+                shared::metrics::count("Confirms");
+                (StatusCode::OK, r)
             }
-            let status = if confirmed.changed && r.status == shared::domain::Status::Confirming {
-                StatusCode::ACCEPTED
-            } else {
-                StatusCode::OK
-            };
-            Ok(Reply::json(status, &r))
-        })
-        .await?;
+            Confirmed::Queued(r) => {
+                shared::metrics::count("UpstreamConfirmsRequested");
+                queued = true;
+                (StatusCode::ACCEPTED, r)
+            }
+            Confirmed::AsItWas(r) => (StatusCode::OK, r),
+        };
+        Ok(Reply::json(status, &r))
+    })
+    .await?;
     // Committed: hand the intent to the worker now, not at the next sweep.
-    if response.status() == StatusCode::ACCEPTED {
+    if queued {
         shared::events::publish_intents(state).await;
     }
     Ok(response)

@@ -32,29 +32,30 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let limits = limits(state);
             let fingerprint = fingerprint(req, &body.canonical);
             let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
-            let response = run_idempotent(state, &who, req, "POST /v1/reservations", &body.canonical, async |tx| {
-                let r = match booking::reserve(tx, &who, &input, approval, limits, state.clock.now()).await? {
-                    Reserved::Reserved(r) => r,
+            let mut queued = false;
+            let response = run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+                let (status, r) = match booking::reserve(tx, &who, &input, approval, limits, state.clock.now()).await? {
+                    Reserved::Reserved(r) => {
+                        let held = r.status == shared::domain::Status::Held;
+                        shared::metrics::count(if held { "Holds" } else { "Bookings" });
+                        (StatusCode::CREATED, r)
+                    }
+                    Reserved::Queued(r) => {
+                        shared::metrics::count("UpstreamConfirmsRequested");
+                        queued = true;
+                        (StatusCode::ACCEPTED, r)
+                    }
                     // Committed and stored like any answer; see `Reserved`.
                     Reserved::Unavailable => {
                         shared::metrics::count("Conflicts");
                         return Ok(ApiError::SlotUnavailable.into_reply());
                     }
                 };
-                shared::metrics::count(match r.status {
-                    shared::domain::Status::Held => "Holds",
-                    shared::domain::Status::Confirming => "UpstreamConfirmsRequested",
-                    _ => "Bookings",
-                });
-                let status = if r.status == shared::domain::Status::Confirming {
-                    StatusCode::ACCEPTED
-                } else {
-                    StatusCode::CREATED
-                };
                 Ok(Reply::json(status, &r).with_location(format!("/v1/reservations/{}", r.id)))
             })
             .await?;
-            if response.status() == StatusCode::ACCEPTED {
+            // Committed: hand the intent to the worker now, not at the next sweep.
+            if queued {
                 shared::events::publish_intents(state).await;
             }
             Ok(response)
@@ -80,7 +81,8 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 quantity: body.value.quantity,
             };
             let limits = limits(state);
-            run_idempotent(state, &who, req, "POST /v1/resources/{id}/waitlist", &body.canonical, async |tx| {
+            let fingerprint = fingerprint(req, &body.canonical);
+            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
                 let e = booking::join_waitlist(tx, &who, &input, limits, state.clock.now()).await?;
                 Ok(Reply::json(StatusCode::CREATED, &e).with_location(format!("/v1/waitlist/{}", e.id)))
             })

@@ -28,7 +28,7 @@ pub const SUCCESS: &str = "UPDATE upstream_breakers SET consecutive_failures = 0
 
 pub async fn read(c: &impl GenericClient, name: &str) -> Result<Option<(i32, Option<DateTime<Utc>>)>, DbError> {
     let stmt = c.prepare_cached(READ).await?;
-    Ok(c.query_opt(&stmt, &[&name]).await?.map(|r| (r.get(0), r.get(1))))
+    c.query_opt(&stmt, &[&name]).await?.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
 }
 
 pub async fn take_probe(
@@ -52,7 +52,7 @@ pub async fn failure(
 ) -> Result<Option<DateTime<Utc>>, DbError> {
     let stmt = c.prepare_cached(FAILURE).await?;
     let open_ms = open_for.num_milliseconds() as f64;
-    Ok(c.query_one(&stmt, &[&name, &now, &threshold, &open_ms, &probe_owner]).await?.get(0))
+    Ok(c.query_one(&stmt, &[&name, &now, &threshold, &open_ms, &probe_owner]).await?.try_get(0)?)
 }
 
 pub async fn success(c: &impl GenericClient, name: &str, now: DateTime<Utc>) -> Result<(), DbError> {

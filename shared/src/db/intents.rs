@@ -1,6 +1,7 @@
 //! SQL for the `intents` and `approvals` tables.
 
 use super::{DbError, GenericClient};
+use crate::domain::IntentState;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -89,13 +90,7 @@ pub const FINISH: &str = "UPDATE intents SET state = $3, charge_id = $4, last_er
 pub const STATE_OF: &str = "SELECT state, charge_id FROM intents WHERE id = $1";
 
 /// What an intent writes upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// `POST /seats/{ref}/reservations`: not idempotent, never replayed.
-    Reserve,
-    /// `DELETE /charges/{charge_id}`: idempotent, retried after an unknown outcome.
-    Cancel,
-}
+pub use crate::domain::IntentKind as Kind;
 
 #[derive(Debug, Clone)]
 pub struct Claimed {
@@ -112,7 +107,7 @@ pub struct Claimed {
     pub lease_owner: Uuid,
 }
 
-fn claimed(row: &tokio_postgres::Row, lease_owner: Uuid) -> Result<Claimed, tokio_postgres::Error> {
+fn claimed(row: &tokio_postgres::Row, lease_owner: Uuid) -> Result<Claimed, DbError> {
     Ok(Claimed {
         id: row.try_get(0)?,
         reservation_id: row.try_get(1)?,
@@ -121,7 +116,7 @@ fn claimed(row: &tokio_postgres::Row, lease_owner: Uuid) -> Result<Claimed, toki
         resource_id: row.try_get(4)?,
         start: row.try_get(5)?,
         end: row.try_get(6)?,
-        kind: if row.try_get::<_, &str>(7)? == "cancel" { Kind::Cancel } else { Kind::Reserve },
+        kind: row.try_get::<_, &str>(7)?.parse()?,
         charge_id: row.try_get(8)?,
         lease_owner,
     })
@@ -160,7 +155,7 @@ pub async fn insert_cancel(
     now: DateTime<Utc>,
 ) -> Result<Option<Uuid>, DbError> {
     let stmt = c.prepare_cached(INSERT_CANCEL).await?;
-    Ok(c.query_opt(&stmt, &[&id, &reservation_id, &now]).await?.map(|r| r.get(0)))
+    Ok(c.query_opt(&stmt, &[&id, &reservation_id, &now]).await?.map(|r| r.try_get(0)).transpose()?)
 }
 
 pub async fn claim(
@@ -179,7 +174,7 @@ pub async fn claim(
 
 pub async fn waiting(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<bool, DbError> {
     let stmt = c.prepare_cached(WAITING).await?;
-    Ok(c.query_opt(&stmt, &[&id, &now]).await?.is_some_and(|r| r.get(0)))
+    Ok(c.query_opt(&stmt, &[&id, &now]).await?.map(|r| r.try_get(0)).transpose()?.unwrap_or(false))
 }
 
 /// (intent id, reservation id) of each stale intent touched.
@@ -190,7 +185,11 @@ pub async fn touch_stale(
     limit: i64,
 ) -> Result<Vec<(Uuid, Uuid)>, DbError> {
     let stmt = c.prepare_cached(TOUCH_STALE).await?;
-    Ok(c.query(&stmt, &[&now, &untouched_since, &limit]).await?.iter().map(|r| (r.get(0), r.get(1))).collect())
+    c.query(&stmt, &[&now, &untouched_since, &limit])
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect()
 }
 
 pub async fn claim_lapsed(
@@ -202,7 +201,7 @@ pub async fn claim_lapsed(
 ) -> Result<Vec<Claimed>, DbError> {
     let stmt = c.prepare_cached(CLAIM_LAPSED).await?;
     let rows = c.query(&stmt, &[&now, &limit, &lease_owner, &lease_until]).await?;
-    Ok(rows.iter().map(|r| claimed(r, lease_owner)).collect::<Result<_, _>>()?)
+    rows.iter().map(|r| claimed(r, lease_owner)).collect()
 }
 
 pub async fn unclaim(
@@ -230,20 +229,23 @@ pub async fn postpone(
 }
 
 /// `None` when the lease is no longer ours.
-#[allow(clippy::too_many_arguments)]
 pub async fn finish(
     c: &impl GenericClient,
     claim: &Claimed,
-    state: &str,
+    state: IntentState,
     charge_id: Option<&str>,
     error: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Option<Uuid>, DbError> {
     let stmt = c.prepare_cached(FINISH).await?;
-    Ok(c.query_opt(&stmt, &[&claim.id, &claim.lease_owner, &state, &charge_id, &error, &now]).await?.map(|r| r.get(0)))
+    Ok(c.query_opt(&stmt, &[&claim.id, &claim.lease_owner, &state.as_str(), &charge_id, &error, &now])
+        .await?
+        .map(|r| r.try_get(0))
+        .transpose()?)
 }
 
-pub async fn state_of(c: &impl GenericClient, id: Uuid) -> Result<Option<(String, Option<String>)>, DbError> {
+pub async fn state_of(c: &impl GenericClient, id: Uuid) -> Result<Option<(IntentState, Option<String>)>, DbError> {
     let stmt = c.prepare_cached(STATE_OF).await?;
-    Ok(c.query_opt(&stmt, &[&id]).await?.map(|r| (r.get(0), r.get(1))))
+    let Some(row) = c.query_opt(&stmt, &[&id]).await? else { return Ok(None) };
+    Ok(Some((row.try_get::<_, &str>(0)?.parse()?, row.try_get(1)?)))
 }

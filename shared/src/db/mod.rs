@@ -14,6 +14,66 @@ pub mod waitlist;
 
 pub use deadpool_postgres::GenericClient;
 
+/// Every named statement, for the test that prepares each against the migrated schema
+/// (a typo or a dropped column then fails a test, not a request). A unit test checks
+/// that no `pub const` statement of the modules above is missing here.
+pub const STATEMENTS: &[(&str, &str)] = &[
+    ("breakers::READ", breakers::READ),
+    ("breakers::TAKE_PROBE", breakers::TAKE_PROBE),
+    ("breakers::FAILURE", breakers::FAILURE),
+    ("breakers::SUCCESS", breakers::SUCCESS),
+    ("idempotency::CLAIM", idempotency::CLAIM),
+    ("idempotency::READ", idempotency::READ),
+    ("idempotency::COMPLETE", idempotency::COMPLETE),
+    ("idempotency::STORE_FAILURE", idempotency::STORE_FAILURE),
+    ("idempotency::PURGE_EXPIRED", idempotency::PURGE_EXPIRED),
+    ("intents::INSERT_APPROVAL", intents::INSERT_APPROVAL),
+    ("intents::INSERT", intents::INSERT),
+    ("intents::CLAIM", intents::CLAIM),
+    ("intents::WAITING", intents::WAITING),
+    ("intents::TOUCH_STALE", intents::TOUCH_STALE),
+    ("intents::CLAIM_LAPSED", intents::CLAIM_LAPSED),
+    ("intents::INSERT_CANCEL", intents::INSERT_CANCEL),
+    ("intents::UNCLAIM", intents::UNCLAIM),
+    ("intents::POSTPONE", intents::POSTPONE),
+    ("intents::FINISH", intents::FINISH),
+    ("intents::STATE_OF", intents::STATE_OF),
+    ("outbox::CLAIM_DUE", outbox::CLAIM_DUE),
+    ("outbox::MARK_PUBLISHED", outbox::MARK_PUBLISHED),
+    ("outbox::MARK_FAILED", outbox::MARK_FAILED),
+    ("outbox::PURGE_PUBLISHED", outbox::PURGE_PUBLISHED),
+    ("outbox::PENDING", outbox::PENDING),
+    ("outbox::OLDEST_PENDING", outbox::OLDEST_PENDING),
+    ("outbox::INSERT_INTENT_MESSAGE", outbox::INSERT_INTENT_MESSAGE),
+    ("reservations::INSERT_IF_FITS", reservations::INSERT_IF_FITS),
+    ("reservations::HOLD", reservations::HOLD),
+    ("reservations::PRECHECK", reservations::PRECHECK),
+    ("reservations::EXPIRE_LAPSED_OVERLAPPING", reservations::EXPIRE_LAPSED_OVERLAPPING),
+    ("reservations::CLAIM_LAPSED", reservations::CLAIM_LAPSED),
+    ("reservations::ANY_LAPSED", reservations::ANY_LAPSED),
+    ("reservations::GET", reservations::GET),
+    ("reservations::LOCK", reservations::LOCK),
+    ("reservations::RESOURCE_OF", reservations::RESOURCE_OF),
+    ("reservations::SET_STATUS", reservations::SET_STATUS),
+    ("reservations::ACTIVE_IN_WINDOW", reservations::ACTIVE_IN_WINDOW),
+    ("resources::INSERT", resources::INSERT),
+    ("resources::GET", resources::GET),
+    ("resources::LOCK", resources::LOCK),
+    ("upstream_views::READ", upstream_views::READ),
+    ("upstream_views::TAKE_REFRESH", upstream_views::TAKE_REFRESH),
+    ("upstream_views::STORE", upstream_views::STORE),
+    ("upstream_views::GIVE_BACK", upstream_views::GIVE_BACK),
+    ("waitlist::INSERT", waitlist::INSERT),
+    ("waitlist::GET", waitlist::GET),
+    ("waitlist::LOCK", waitlist::LOCK),
+    ("waitlist::RESOURCE_OF", waitlist::RESOURCE_OF),
+    ("waitlist::WAITING_OVERLAPPING", waitlist::WAITING_OVERLAPPING),
+    ("waitlist::MARK_OFFERED", waitlist::MARK_OFFERED),
+    ("waitlist::SETTLE_OFFERS", waitlist::SETTLE_OFFERS),
+    ("waitlist::SET_STATUS", waitlist::SET_STATUS),
+    ("waitlist::EXPIRE_PASSED", waitlist::EXPIRE_PASSED),
+];
+
 use crate::config::{Config, ConfigError};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use rustls::pki_types::CertificateDer;
@@ -83,6 +143,12 @@ impl From<tokio_postgres::Error> for DbError {
         } else {
             DbError::Query(e)
         }
+    }
+}
+
+impl From<crate::domain::UnknownValue> for DbError {
+    fn from(e: crate::domain::UnknownValue) -> Self {
+        DbError::Corrupt(e.to_string())
     }
 }
 
@@ -211,4 +277,28 @@ pub fn schema_fingerprint() -> u64 {
         .get_migrations()
         .iter()
         .fold(0xcbf2_9ce4_8422_2325u64, |acc, m| (acc ^ m.checksum()).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_named_statement_of_every_table_module_is_listed_for_preparation() {
+        let sources = [
+            ("breakers", include_str!("breakers.rs")),
+            ("idempotency", include_str!("idempotency.rs")),
+            ("intents", include_str!("intents.rs")),
+            ("outbox", include_str!("outbox.rs")),
+            ("reservations", include_str!("reservations.rs")),
+            ("resources", include_str!("resources.rs")),
+            ("upstream_views", include_str!("upstream_views.rs")),
+            ("waitlist", include_str!("waitlist.rs")),
+        ];
+        for (module, source) in sources {
+            for line in source.lines().filter(|l| l.starts_with("pub const ") && l.contains(": &str")) {
+                let name = line["pub const ".len()..].split(':').next().unwrap();
+                let listed = format!("{module}::{name}");
+                assert!(super::STATEMENTS.iter().any(|(n, _)| *n == listed), "{listed} is not in db::STATEMENTS");
+            }
+        }
+    }
 }

@@ -116,15 +116,15 @@ pub async fn insert_intent_message(
     now: DateTime<Utc>,
 ) -> Result<Uuid, DbError> {
     let stmt = c.prepare_cached(INSERT_INTENT_MESSAGE).await?;
-    Ok(c.query_one(&stmt, &[&intent_id, &reservation_id, &now]).await?.get(0))
+    Ok(c.query_one(&stmt, &[&intent_id, &reservation_id, &now]).await?.try_get(0)?)
 }
 
 pub async fn pending(c: &impl GenericClient) -> Result<i64, DbError> {
     let stmt = c.prepare_cached(PENDING).await?;
-    Ok(c.query_one(&stmt, &[]).await?.get(0))
+    Ok(c.query_one(&stmt, &[]).await?.try_get(0)?)
 }
 
 pub async fn oldest_pending(c: &impl GenericClient) -> Result<Option<DateTime<Utc>>, DbError> {
     let stmt = c.prepare_cached(OLDEST_PENDING).await?;
-    Ok(c.query_one(&stmt, &[]).await?.get(0))
+    Ok(c.query_one(&stmt, &[]).await?.try_get(0)?)
 }

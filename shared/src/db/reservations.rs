@@ -1,7 +1,7 @@
 //! SQL for the `reservations` table.
 
 use super::{DbError, GenericClient};
-use crate::domain::{Claim, FailureReason, Reservation, Source, Status};
+use crate::domain::{Claim, FailureReason, Intent, Reservation, Source, Status};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -193,8 +193,8 @@ pub struct Inserted {
 /// The conditional insert (see [`INSERT_IF_FITS`]).
 pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> Result<Inserted, DbError> {
     let stmt = c.prepare_cached(INSERT_IF_FITS).await?;
-    let status = status_str(r.status);
-    let source = source_str(r.source);
+    let status = r.status.as_str();
+    let source = r.source.as_str();
     let no_failure: Option<&str> = None;
     let rows = c
         .query(
@@ -314,7 +314,7 @@ pub async fn claim_lapsed(c: &impl GenericClient, now: DateTime<Utc>, limit: i64
 
 pub async fn any_lapsed(c: &impl GenericClient, now: DateTime<Utc>) -> Result<bool, DbError> {
     let stmt = c.prepare_cached(ANY_LAPSED).await?;
-    Ok(c.query_one(&stmt, &[&now]).await?.get(0))
+    Ok(c.query_one(&stmt, &[&now]).await?.try_get(0)?)
 }
 
 pub async fn get(c: &impl GenericClient, id: Uuid) -> Result<Option<Reservation>, DbError> {
@@ -330,7 +330,7 @@ pub async fn lock(c: &impl GenericClient, id: Uuid) -> Result<Option<Reservation
 
 pub async fn resource_of(c: &impl GenericClient, id: Uuid) -> Result<Option<Uuid>, DbError> {
     let stmt = c.prepare_cached(RESOURCE_OF).await?;
-    Ok(c.query_opt(&stmt, &[&id]).await?.map(|row| row.get(0)))
+    Ok(c.query_opt(&stmt, &[&id]).await?.map(|row| row.try_get(0)).transpose()?)
 }
 
 pub async fn set_status(
@@ -341,9 +341,9 @@ pub async fn set_status(
     now: DateTime<Utc>,
 ) -> Result<Reservation, DbError> {
     let stmt = c.prepare_cached(SET_STATUS).await?;
-    let failure = failure.map(failure_str);
+    let failure = failure.map(FailureReason::as_str);
     let event = event_kind(status);
-    let row = c.query_one(&stmt, &[&id, &status_str(status), &failure, &now, &event]).await?;
+    let row = c.query_one(&stmt, &[&id, &status.as_str(), &failure, &now, &event]).await?;
     from_row(&row)
 }
 
@@ -378,71 +378,21 @@ impl Reservation {
     }
 }
 
-pub fn status_str(s: Status) -> &'static str {
-    match s {
-        Status::Held => "HELD",
-        Status::Confirming => "CONFIRMING",
-        Status::Confirmed => "CONFIRMED",
-        Status::Released => "RELEASED",
-        Status::Expired => "EXPIRED",
-        Status::Cancelled => "CANCELLED",
-        Status::Failed => "FAILED",
-    }
-}
-
-fn parse_status(s: &str) -> Result<Status, DbError> {
-    Ok(match s {
-        "HELD" => Status::Held,
-        "CONFIRMING" => Status::Confirming,
-        "CONFIRMED" => Status::Confirmed,
-        "RELEASED" => Status::Released,
-        "EXPIRED" => Status::Expired,
-        "CANCELLED" => Status::Cancelled,
-        "FAILED" => Status::Failed,
-        other => return Err(DbError::Corrupt(format!("reservation status {other}"))),
-    })
-}
-
-fn source_str(s: Source) -> &'static str {
-    match s {
-        Source::Request => "request",
-        Source::WaitlistOffer => "waitlist_offer",
-    }
-}
-
-fn failure_str(f: FailureReason) -> &'static str {
-    match f {
-        FailureReason::Race => "race",
-        FailureReason::Auth => "auth",
-        FailureReason::Upstream => "upstream",
-    }
-}
-
-/// The `intent` of the reservation document.
-pub fn intent_json(id: Uuid, state: &str, attempts: i32, updated_at: DateTime<Utc>) -> serde_json::Value {
-    serde_json::json!({
-        "id": id,
-        "state": state,
-        "attempts": attempts,
-        "updated_at": updated_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-    })
-}
-
-fn intent_of(row: &Row) -> Result<Option<serde_json::Value>, DbError> {
+/// The `intent` of a row read with [`GET`] (absent from other statements' rows).
+fn intent_of(row: &Row) -> Result<Option<Intent>, DbError> {
     if !row.columns().iter().any(|c| c.name() == "intent_id") {
         return Ok(None);
     }
     let Some(id) = row.try_get::<_, Option<Uuid>>("intent_id")? else { return Ok(None) };
-    Ok(Some(intent_json(
+    Ok(Some(Intent {
         id,
-        row.try_get("intent_state")?,
-        row.try_get("intent_attempts")?,
-        row.try_get("intent_updated_at")?,
-    )))
+        state: row.try_get::<_, &str>("intent_state")?.parse()?,
+        attempts: row.try_get("intent_attempts")?,
+        updated_at: row.try_get("intent_updated_at")?,
+    }))
 }
 
 fn from_row(row: &Row) -> Result<Reservation, DbError> {
-    let source: &str = row.try_get("source")?;
     let failure: Option<&str> = row.try_get("failure_reason")?;
     Ok(Reservation {
         id: row.try_get("id")?,
@@ -451,20 +401,10 @@ fn from_row(row: &Row) -> Result<Reservation, DbError> {
         start: row.try_get("starts_at")?,
         end: row.try_get("ends_at")?,
         quantity: row.try_get("quantity")?,
-        status: parse_status(row.try_get("status")?)?,
+        status: row.try_get::<_, &str>("status")?.parse()?,
         expires_at: row.try_get("expires_at")?,
-        failure_reason: match failure {
-            None => None,
-            Some("race") => Some(FailureReason::Race),
-            Some("auth") => Some(FailureReason::Auth),
-            Some("upstream") => Some(FailureReason::Upstream),
-            Some(other) => return Err(DbError::Corrupt(format!("failure reason {other}"))),
-        },
-        source: match source {
-            "request" => Source::Request,
-            "waitlist_offer" => Source::WaitlistOffer,
-            other => return Err(DbError::Corrupt(format!("source {other}"))),
-        },
+        failure_reason: failure.map(str::parse).transpose()?,
+        source: row.try_get::<_, &str>("source")?.parse()?,
         intent: intent_of(row)?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,

@@ -46,7 +46,7 @@ pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resou
                 &r.id,
                 &r.name,
                 &r.capacity,
-                &authority_str(r.authority),
+                &r.authority.as_str(),
                 &r.upstream_ref,
                 &r.hold_ttl_seconds,
                 &r.offer_ttl_seconds,
@@ -69,24 +69,12 @@ pub async fn lock(c: &impl GenericClient, id: Uuid) -> Result<Option<Resource>, 
     c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
-pub fn authority_str(a: Authority) -> &'static str {
-    match a {
-        Authority::Local => "local",
-        Authority::Upstream => "upstream",
-    }
-}
-
 pub(crate) fn from_row(row: &Row) -> Result<Resource, DbError> {
-    let authority: &str = row.try_get("authority")?;
     Ok(Resource {
         id: row.try_get("id")?,
         name: row.try_get("name")?,
         capacity: row.try_get("capacity")?,
-        authority: match authority {
-            "local" => Authority::Local,
-            "upstream" => Authority::Upstream,
-            other => return Err(DbError::Corrupt(format!("authority {other}"))),
-        },
+        authority: row.try_get::<_, &str>("authority")?.parse()?,
         upstream_ref: row.try_get("upstream_ref")?,
         hold_ttl_seconds: row.try_get("hold_ttl_seconds")?,
         offer_ttl_seconds: row.try_get("offer_ttl_seconds")?,

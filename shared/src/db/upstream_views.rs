@@ -30,11 +30,10 @@ pub struct Key<'a> {
 
 pub async fn read(c: &impl GenericClient, k: &Key<'_>) -> Result<Option<(serde_json::Value, DateTime<Utc>)>, DbError> {
     let stmt = c.prepare_cached(READ).await?;
-    Ok(c.query_opt(&stmt, &[&k.seat, &k.start, &k.end]).await?.and_then(|r| {
-        let taken: Option<serde_json::Value> = r.get(0);
-        let at: Option<DateTime<Utc>> = r.get(1);
-        taken.zip(at)
-    }))
+    let Some(r) = c.query_opt(&stmt, &[&k.seat, &k.start, &k.end]).await? else { return Ok(None) };
+    let taken: Option<serde_json::Value> = r.try_get(0)?;
+    let at: Option<DateTime<Utc>> = r.try_get(1)?;
+    Ok(taken.zip(at))
 }
 
 pub async fn take_refresh(

@@ -143,7 +143,7 @@ pub async fn lock(c: &impl GenericClient, id: Uuid) -> Result<Option<WaitlistEnt
 
 pub async fn resource_of(c: &impl GenericClient, id: Uuid) -> Result<Option<Uuid>, DbError> {
     let stmt = c.prepare_cached(RESOURCE_OF).await?;
-    Ok(c.query_opt(&stmt, &[&id]).await?.map(|row| row.get(0)))
+    Ok(c.query_opt(&stmt, &[&id]).await?.map(|row| row.try_get(0)).transpose()?)
 }
 
 /// A page of [`WAITING_OVERLAPPING`]: waiting entries after sequence number `after`.
@@ -166,7 +166,7 @@ pub async fn mark_offered(
     now: DateTime<Utc>,
 ) -> Result<bool, DbError> {
     let stmt = c.prepare_cached(MARK_OFFERED).await?;
-    Ok(c.query_one(&stmt, &[&id, &reservation_id, &now]).await?.get::<_, i64>(0) == 1)
+    Ok(c.query_one(&stmt, &[&id, &reservation_id, &now]).await?.try_get::<_, i64>(0)? == 1)
 }
 
 pub async fn settle_offers(
@@ -179,7 +179,7 @@ pub async fn settle_offers(
         return Ok(0);
     }
     let stmt = c.prepare_cached(SETTLE_OFFERS).await?;
-    Ok(c.query_one(&stmt, &[&reservation_ids, &status_str(to), &now]).await?.get::<_, i64>(0) as u64)
+    Ok(c.query_one(&stmt, &[&reservation_ids, &to.as_str(), &now]).await?.try_get::<_, i64>(0)? as u64)
 }
 
 pub async fn set_status(
@@ -189,7 +189,7 @@ pub async fn set_status(
     now: DateTime<Utc>,
 ) -> Result<WaitlistEntry, DbError> {
     let stmt = c.prepare_cached(SET_STATUS).await?;
-    from_row(&c.query_one(&stmt, &[&id, &status_str(to), &now]).await?)
+    from_row(&c.query_one(&stmt, &[&id, &to.as_str(), &now]).await?)
 }
 
 pub async fn expire_passed(c: &impl GenericClient, now: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
@@ -197,25 +197,8 @@ pub async fn expire_passed(c: &impl GenericClient, now: DateTime<Utc>, limit: i6
     Ok(c.execute(&stmt, &[&now, &limit]).await?)
 }
 
-pub fn status_str(s: WaitlistStatus) -> &'static str {
-    match s {
-        WaitlistStatus::Waiting => "WAITING",
-        WaitlistStatus::Offered => "OFFERED",
-        WaitlistStatus::Accepted => "ACCEPTED",
-        WaitlistStatus::Expired => "EXPIRED",
-        WaitlistStatus::Cancelled => "CANCELLED",
-    }
-}
-
 fn from_row(row: &Row) -> Result<WaitlistEntry, DbError> {
-    let status = match row.try_get::<_, &str>("status")? {
-        "WAITING" => WaitlistStatus::Waiting,
-        "OFFERED" => WaitlistStatus::Offered,
-        "ACCEPTED" => WaitlistStatus::Accepted,
-        "EXPIRED" => WaitlistStatus::Expired,
-        "CANCELLED" => WaitlistStatus::Cancelled,
-        other => return Err(DbError::Corrupt(format!("waitlist status {other}"))),
-    };
+    let status: WaitlistStatus = row.try_get::<_, &str>("status")?.parse()?;
     let lapsed: bool = row.try_get("offer_lapsed")?;
     Ok(WaitlistEntry {
         id: row.try_get("id")?,

@@ -11,13 +11,61 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Authority {
-    /// PostgreSQL decides.
-    Local,
-    /// An external system of record decides (see upstream.md).
-    Upstream,
+/// A stored or sent text that names no variant of the enum it should be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not a known {kind}")]
+pub struct UnknownValue {
+    pub kind: &'static str,
+    pub value: String,
+}
+
+/// An enum stored and sent as text: `as_str` and `FromStr` from one table, so the two
+/// directions cannot drift apart and an unknown text is an error, never a default.
+macro_rules! text_enum {
+    ($(#[$meta:meta])* pub enum $name:ident as $kind:literal { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+ }) => {
+        $(#[$meta])*
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = UnknownValue;
+
+            fn from_str(s: &str) -> Result<Self, UnknownValue> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(UnknownValue { kind: $kind, value: other.to_string() }),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+text_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Authority as "authority" {
+        /// PostgreSQL decides.
+        Local = "local",
+        /// An external system of record decides (`upstream::SystemOfRecord`).
+        Upstream = "upstream",
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -32,40 +80,72 @@ pub struct Resource {
     pub created_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Status {
-    Held,
-    Confirming,
-    Confirmed,
-    Released,
-    Expired,
-    Cancelled,
-    Failed,
-}
-
-impl Status {
-    /// Statuses that occupy capacity (a lapsed `Held` does not: see [`Reservation::as_of`]).
-    pub const ACTIVE: [Status; 3] = [Status::Held, Status::Confirming, Status::Confirmed];
-
-    pub fn is_active(self) -> bool {
-        Self::ACTIVE.contains(&self)
+text_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+    pub enum Status as "reservation status" {
+        Held = "HELD",
+        Confirming = "CONFIRMING",
+        Confirmed = "CONFIRMED",
+        Released = "RELEASED",
+        Expired = "EXPIRED",
+        Cancelled = "CANCELLED",
+        Failed = "FAILED",
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FailureReason {
-    Race,
-    Auth,
-    Upstream,
+text_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum FailureReason as "failure reason" {
+        Race = "race",
+        Auth = "auth",
+        Upstream = "upstream",
+    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Source {
-    Request,
-    WaitlistOffer,
+text_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Source as "reservation source" {
+        Request = "request",
+        WaitlistOffer = "waitlist_offer",
+    }
+}
+
+text_enum! {
+    /// Where an upstream write stands (see `intents`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+    pub enum IntentState as "intent state" {
+        Requested = "REQUESTED",
+        Reserving = "RESERVING",
+        Succeeded = "SUCCEEDED",
+        FailedRace = "FAILED_RACE",
+        FailedAuth = "FAILED_AUTH",
+        FailedUpstream = "FAILED_UPSTREAM",
+    }
+}
+
+text_enum! {
+    /// What an intent writes upstream.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum IntentKind as "intent kind" {
+        /// `POST /seats/{ref}/reservations`: not idempotent, never replayed.
+        Reserve = "reserve",
+        /// `DELETE /charges/{charge_id}`: idempotent, retried after an unknown outcome.
+        Cancel = "cancel",
+    }
+}
+
+/// A reservation's upstream confirmation, as the reservation document shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Intent {
+    pub id: Uuid,
+    pub state: IntentState,
+    pub attempts: i32,
+    pub updated_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -81,7 +161,7 @@ pub struct Reservation {
     pub failure_reason: Option<FailureReason>,
     pub source: Source,
     /// The upstream confirmation, for upstream-authority resources once asked for.
-    pub intent: Option<serde_json::Value>,
+    pub intent: Option<Intent>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -105,14 +185,16 @@ impl Reservation {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum WaitlistStatus {
-    Waiting,
-    Offered,
-    Accepted,
-    Expired,
-    Cancelled,
+text_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+    pub enum WaitlistStatus as "waitlist status" {
+        Waiting = "WAITING",
+        Offered = "OFFERED",
+        Accepted = "ACCEPTED",
+        Expired = "EXPIRED",
+        Cancelled = "CANCELLED",
+    }
 }
 
 /// A place in a resource's FIFO queue for a range and quantity.
@@ -164,6 +246,34 @@ mod tests {
             created_at: t,
             updated_at: t,
         }
+    }
+
+    /// The text of every variant is what serde sends, and parses back to it.
+    fn round_trips<T>(all: &[T])
+    where
+        T: Copy + PartialEq + std::fmt::Debug + Serialize + std::str::FromStr + std::fmt::Display,
+    {
+        for v in all {
+            assert_eq!(serde_json::to_value(v).unwrap(), serde_json::Value::String(v.to_string()));
+            assert_eq!(v.to_string().parse::<T>().ok(), Some(*v));
+        }
+    }
+
+    #[test]
+    fn every_stored_enum_reads_back_what_it_writes_and_sends_the_same_text() {
+        round_trips(Authority::ALL);
+        round_trips(Status::ALL);
+        round_trips(FailureReason::ALL);
+        round_trips(Source::ALL);
+        round_trips(WaitlistStatus::ALL);
+        round_trips(IntentState::ALL);
+        round_trips(IntentKind::ALL);
+    }
+
+    #[test]
+    fn an_unknown_text_is_an_error_not_a_default() {
+        let e = "PENDING".parse::<Status>().unwrap_err();
+        assert_eq!(e.to_string(), "\"PENDING\" is not a known reservation status");
     }
 
     #[test]

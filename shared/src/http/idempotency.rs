@@ -14,7 +14,7 @@
 //! - Takeover: an original that dies takes its claim with it (its transaction
 //!   aborts), so the retry runs at once; no lease has to lapse.
 
-use super::{ApiError, JSON, PROBLEM_JSON, Reply, mark_replayed};
+use super::{ApiError, JSON, PROBLEM_JSON, Reply, RouteSpec, mark_replayed};
 use crate::AppState;
 use crate::db::idempotency::{self, KeyRef, Stored};
 use crate::domain::Principal;
@@ -75,12 +75,15 @@ fn stored_headers(reply: &Reply) -> serde_json::Value {
 }
 
 /// Runs `op` in a transaction, at most once per idempotency key.
+///
+/// A key lives in the scope of the principal and the matched route (method and path
+/// template); `fingerprint` ([`fingerprint`]) tells its request from another one.
 pub async fn run_idempotent(
     state: &AppState,
     who: &Principal,
     req: &Request,
-    route: &'static str,
-    canonical_body: &[u8],
+    route: &RouteSpec,
+    fp: &[u8],
     op: impl AsyncFnOnce(&Transaction<'_>) -> Result<Reply, ApiError>,
 ) -> Result<Response<Body>, ApiError> {
     let Some(key) = key_of(req)? else {
@@ -90,18 +93,18 @@ pub async fn run_idempotent(
         tx.commit().await?;
         return Ok(reply.into_response());
     };
-    let k = KeyRef { principal: &who.id, method: req.method().as_str(), route, key };
-    let fp = fingerprint(req, canonical_body);
+    let scope = format!("{} {}", route.method, route.path);
+    let k = KeyRef { principal: &who.id, method: route.method, route: &scope, key };
     let mut op = Some(op);
     let mut poll = Poll::new(state);
     loop {
         let mut client = state.pool.get().await?;
         let tx = client.transaction().await?;
         let now = state.clock.now();
-        let in_flight = match idempotency::claim(&tx, &k, &fp, Uuid::new_v4(), lease(state, now), poll.slice()).await {
+        let in_flight = match idempotency::claim(&tx, &k, fp, Uuid::new_v4(), lease(state, now), poll.slice()).await {
             Ok(true) => {
                 let op = op.take().expect("the request runs once: it returns right after");
-                return run_claimed(state, &k, &fp, tx, op).await;
+                return run_claimed(state, &k, fp, tx, op).await;
             }
             Ok(false) => false,
             Err(e) if e.sql_state() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => true,

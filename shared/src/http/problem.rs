@@ -227,14 +227,13 @@ impl From<tokio_postgres::Error> for ApiError {
 
 impl From<BookingError> for ApiError {
     fn from(e: BookingError) -> Self {
-        use crate::db::reservations::status_str;
         match e {
             BookingError::Validation(errors) => ApiError::Validation(errors),
             BookingError::ResourceNotFound => ApiError::ResourceNotFound,
             BookingError::ReservationNotFound => ApiError::ReservationNotFound,
             BookingError::WaitlistEntryNotFound => ApiError::WaitlistEntryNotFound,
             BookingError::SlotUnavailable => ApiError::SlotUnavailable,
-            BookingError::NotHeld(status) => ApiError::ReservationNotHeld { status: status_str(status) },
+            BookingError::NotHeld(status) => ApiError::ReservationNotHeld { status: status.as_str() },
             BookingError::InFlight => ApiError::ReservationInFlight,
             BookingError::UpstreamUnavailable { retry_after_seconds } => {
                 ApiError::UpstreamUnavailable { retry_after: retry_after_seconds }

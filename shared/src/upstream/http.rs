@@ -1,5 +1,5 @@
-//! The generic HTTP protocol of upstream.md: rustls, connect and request timeouts,
-//! a bearer token.
+//! The generic HTTP protocol of [`SystemOfRecord`] over reqwest: rustls, connect and
+//! request timeouts, a bearer token.
 
 use super::{Block, BoxFuture, SystemOfRecord, UpstreamError};
 use crate::config::UpstreamConfig;

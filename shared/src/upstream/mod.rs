@@ -1,7 +1,8 @@
 //! The external system of record for `authority: upstream` resources.
 //!
 //! [`SystemOfRecord`] is the small trait a vendor adapter implements (one file);
-//! [`HttpSystemOfRecord`] speaks the generic protocol of upstream.md. Around every
+//! [`HttpSystemOfRecord`] speaks the generic HTTP protocol (the four calls of
+//! [`SystemOfRecord`], bearer-token auth, JSON bodies). Around every
 //! call sit the shared circuit breaker ([`breaker`]) and, for reads, the shared
 //! single-flight cache ([`cache`]). No call is ever made inside a database
 //! transaction.
@@ -55,8 +56,11 @@ impl UpstreamError {
     }
 }
 
-/// The protocol of upstream.md, one method per call. `seat` is a resource's
-/// `upstream_ref`; `reference` is our reservation id.
+/// The system of record's protocol, one method per call: `GET /seats/{seat}/availability`
+/// (what is taken), `POST /seats/{seat}/reservations` (a write that is not idempotent:
+/// 201 with a charge id, 409 when taken), `GET /charges/current?reference=` (the read
+/// after an unknown outcome) and `DELETE /charges/{id}` (idempotent). `seat` is a
+/// resource's `upstream_ref`; `reference` is our reservation id.
 pub trait SystemOfRecord: Send + Sync {
     fn taken(
         &self,

@@ -1,0 +1,112 @@
+//! Reading what is taken and what is free, and reading one reservation.
+
+use super::{BookingError, invalid};
+use crate::db::{GenericClient, reservations};
+use crate::domain::{Authority, Claim, FreePiece, Principal, Reservation, Resource, Status, free_pieces};
+use crate::upstream::Block;
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+/// Reads a reservation as of `now`. Others' reservations are not found, except for admins.
+pub async fn get_reservation(
+    c: &impl GenericClient,
+    who: &Principal,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Reservation, BookingError> {
+    match reservations::get(c, id).await? {
+        Some(r) if r.owner == who.id || who.admin => Ok(r.as_of(now)),
+        _ => Err(BookingError::ReservationNotFound),
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Taken {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub quantity: i32,
+    pub status: TakenStatus,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// A local reservation's status, or `EXTERNAL` for the upstream's own claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TakenStatus {
+    Local(Status),
+    External,
+}
+
+impl Serialize for TakenStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            TakenStatus::Local(status) => status.serialize(s),
+            TakenStatus::External => s.serialize_str("EXTERNAL"),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Availability {
+    pub resource_id: Uuid,
+    pub capacity: i32,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub taken: Vec<Taken>,
+    pub free: Vec<FreePiece>,
+}
+
+/// Checks an availability window before anything is read.
+pub fn check_window(from: DateTime<Utc>, to: DateTime<Utc>, max_window: Duration) -> Result<(), BookingError> {
+    if from >= to {
+        return Err(invalid("to", "must be after from"));
+    }
+    if to - from > max_window {
+        return Err(invalid("to", format!("the window may span at most {} days", max_window.num_days())));
+    }
+    Ok(())
+}
+
+/// What is taken and what is free in `[from, to)`. For an upstream resource, `external`
+/// is the upstream's view (through the cache); without it the answer is refused, as no
+/// view of the system of record could be had.
+pub async fn availability(
+    c: &impl GenericClient,
+    resource: &Resource,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    external: Option<&[Block]>,
+    now: DateTime<Utc>,
+) -> Result<Availability, BookingError> {
+    let external = match (resource.authority, external) {
+        (Authority::Upstream, None) => return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 5 }),
+        (_, e) => e.unwrap_or(&[]),
+    };
+    let active = reservations::active_in_window(c, resource.id, from, to, now).await?;
+    let mut taken: Vec<Taken> = active
+        .iter()
+        .map(|r| Taken {
+            start: r.start,
+            end: r.end,
+            quantity: r.quantity,
+            status: TakenStatus::Local(r.status),
+            expires_at: if r.status == Status::Held { r.expires_at } else { None },
+        })
+        .collect();
+    // Our own confirmed bookings are in the upstream's view too: list each claim once.
+    let ours = |b: &Block| active.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
+    for b in external.iter().filter(|b| b.start < to && b.end > from && !ours(b)) {
+        taken.push(Taken { start: b.start, end: b.end, quantity: 1, status: TakenStatus::External, expires_at: None });
+    }
+    taken.sort_by_key(|t| (t.start, t.end));
+    let claims: Vec<Claim> =
+        taken.iter().map(|t| Claim { start: t.start, end: t.end, quantity: t.quantity.into() }).collect();
+    Ok(Availability {
+        resource_id: resource.id,
+        capacity: resource.capacity,
+        from,
+        to,
+        free: free_pieces(from, to, resource.capacity.into(), &claims),
+        taken,
+    })
+}

@@ -1,0 +1,199 @@
+//! Holding (or, with `confirm`, booking) capacity: the path where the race for the last
+//! place is settled. The common case runs in one round trip (`reservation_hold`,
+//! migration V7); upstream resources and lapsed capacity owed to the waitlist take the
+//! general path, in the same transaction.
+
+use super::{BookingError, get_resource, invalid};
+use crate::db::{DbError, GenericClient, intents, outbox, reservations, resources};
+use crate::domain::{
+    Authority, Intent, IntentState, Limits, Principal, Reservation, Resource, Source, Status, validate_range,
+};
+use chrono::{DateTime, Duration, Utc};
+use uuid::Uuid;
+
+use super::on_freed;
+
+/// What the user approved, for the audit row an upstream confirm writes: who asked,
+/// and the fingerprint of the request that asked.
+#[derive(Debug, Clone, Copy)]
+pub struct Approval<'a> {
+    pub principal: &'a str,
+    pub fingerprint: &'a [u8],
+}
+
+/// Records an upstream confirmation in the caller's transaction: the approval, the
+/// intent (`REQUESTED`) and the intent message in the outbox.
+pub(super) async fn request_intent(
+    tx: &impl GenericClient,
+    r: &Reservation,
+    resource: &Resource,
+    approval: Approval<'_>,
+    now: DateTime<Utc>,
+) -> Result<Intent, DbError> {
+    let id = Uuid::now_v7();
+    let seat = resource.upstream_ref.as_deref().ok_or(DbError::Corrupt("upstream resource without a ref".into()))?;
+    tokio::try_join!(
+        intents::insert_approval(tx, r.id, approval.principal, approval.fingerprint, now),
+        intents::insert(tx, id, r.id, seat, now),
+        outbox::insert_intent_message(tx, id, r.id, now),
+    )?;
+    Ok(Intent { id, state: IntentState::Requested, attempts: 0, updated_at: now })
+}
+
+/// Refuses fast when the system of record cannot be reached (breaker open): the work
+/// would only queue up behind it.
+pub(super) async fn upstream_reachable(tx: &impl GenericClient, now: DateTime<Utc>) -> Result<(), BookingError> {
+    match crate::upstream::breaker::open_now(tx, now).await? {
+        Some(retry_after_seconds) => Err(BookingError::UpstreamUnavailable { retry_after_seconds }),
+        None => Ok(()),
+    }
+}
+
+pub struct ReserveRequest {
+    pub resource_id: Uuid,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub quantity: i32,
+    pub confirm: bool,
+}
+
+/// A reserve that ran to the end. A lost race is an outcome, not an error: the
+/// transaction still commits, because it may have expired lapsed holds and handed them
+/// to the waitlist on the way, and that work must not roll back with the refusal.
+#[derive(Debug)]
+pub enum Reserved {
+    Reserved(Reservation),
+    /// `CONFIRMING` on an upstream resource: an intent for the worker was queued, to be
+    /// sent after commit.
+    Queued(Reservation),
+    Unavailable,
+}
+
+/// Holds (or, with `confirm`, books) capacity. Must run inside a transaction: the
+/// resource lock it takes is what makes the load check see every committed competitor.
+/// Commit the transaction on `Ok`, whichever the outcome.
+pub async fn reserve(
+    tx: &impl GenericClient,
+    owner: &Principal,
+    req: &ReserveRequest,
+    approval: Approval<'_>,
+    limits: Limits,
+    now: DateTime<Utc>,
+) -> Result<Reserved, BookingError> {
+    let errors = validate_range(req.start, req.end, now, limits);
+    if !errors.is_empty() {
+        return Err(BookingError::Validation(errors));
+    }
+    if req.quantity < 1 {
+        return Err(invalid("quantity", "must be at least 1"));
+    }
+    // The common case, a local resource with no lapsed hold in the way, in one round
+    // trip; the rest (upstream resources, lapsed capacity for the waitlist first) on
+    // the general path below, in the same transaction.
+    let hold = reservations::NewHold {
+        id: Uuid::now_v7(),
+        resource_id: req.resource_id,
+        owner: &owner.id,
+        start: req.start,
+        end: req.end,
+        quantity: req.quantity,
+        confirm: req.confirm,
+        now,
+    };
+    match reservations::hold(tx, &hold).await? {
+        (reservations::Hold::General, _) => {}
+        (reservations::Hold::NotFound, _) => return Err(BookingError::ResourceNotFound),
+        (reservations::Hold::TooMany { capacity }, _) => {
+            return Err(invalid("quantity", format!("must not exceed the capacity of {capacity}")));
+        }
+        (outcome, expired) => {
+            if !expired.is_empty() {
+                // A hold that lapsed between the look and the lock, written down by the
+                // insert: its capacity goes on to the waitlist with what is left.
+                let resource = get_resource(tx, req.resource_id).await?;
+                on_freed(tx, &resource, &expired, now).await?;
+            }
+            return Ok(match outcome {
+                reservations::Hold::Reserved(r) => Reserved::Reserved(r),
+                _ => Reserved::Unavailable,
+            });
+        }
+    }
+    let pre = reservations::precheck(tx, req.resource_id, req.start, req.end, now)
+        .await?
+        .ok_or(BookingError::ResourceNotFound)?;
+    let resource = pre.resource;
+    if req.quantity > resource.capacity {
+        return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
+    }
+    let upstream = resource.authority == Authority::Upstream;
+    if upstream && req.confirm {
+        upstream_reachable(tx, now).await?;
+    }
+    if pre.peak + i64::from(req.quantity) > i64::from(resource.capacity) && !pre.lapsed {
+        // Taken at this instant by live claims: refused without a lock or a write.
+        return Ok(Reserved::Unavailable);
+    }
+    // The lock first, in a round trip of its own: every statement after it reads a
+    // snapshot taken after the lock was granted, which includes every committed
+    // competitor. (Pipelined with what follows, a statement was seen to run before the
+    // lock on a fresh connection: a snapshot from before the wait, or reservation rows
+    // locked before the resource, against the lock order.)
+    resources::lock(tx, resource.id).await?;
+    if pre.lapsed {
+        // Capacity that lapsed goes to the waitlist first, not to whoever asks next.
+        let lapsed = reservations::expire_lapsed_overlapping(tx, resource.id, req.start, req.end, now).await?;
+        on_freed(tx, &resource, &lapsed, now).await?;
+    }
+    let (status, expires_at) = match (req.confirm, upstream) {
+        // The system of record decides: the slot is held locally as CONFIRMING (which
+        // is what refuses every competitor here, at once) until the worker settles it.
+        (true, true) => (Status::Confirming, None),
+        (true, false) => (Status::Confirmed, None),
+        (false, _) => (Status::Held, Some(now + Duration::seconds(resource.hold_ttl_seconds.into()))),
+    };
+    let new = reservations::NewReservation {
+        id: Uuid::now_v7(),
+        resource_id: resource.id,
+        resource_capacity: resource.capacity,
+        owner: &owner.id,
+        start: req.start,
+        end: req.end,
+        quantity: req.quantity,
+        status,
+        expires_at,
+        source: Source::Request,
+        now,
+    };
+    let inserted = reservations::insert_if_fits(tx, &new).await;
+    let inserted = match inserted {
+        Ok(inserted) => inserted,
+        // The exclusion constraint fired: some path skipped the lock. Still a loss, and
+        // the transaction is aborted, so this one is an error the caller rolls back.
+        Err(e) if e.sql_state() == Some(&tokio_postgres::error::SqlState::EXCLUSION_VIOLATION) => {
+            tracing::warn!("exclusion constraint refused an overlapping reservation");
+            return Err(BookingError::SlotUnavailable);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // A hold that lapsed between the precheck and the lock was written down by the
+    // insert itself; its capacity goes on to the waitlist with what is left.
+    on_freed(tx, &resource, &inserted.expired, now).await?;
+    match inserted.reservation {
+        Some(mut r) => {
+            if r.status == Status::Confirming {
+                r.intent = Some(request_intent(tx, &r, &resource, approval, now).await?);
+                return Ok(Reserved::Queued(r));
+            }
+            Ok(Reserved::Reserved(r))
+        }
+        None => {
+            // Lost under the lock. The transaction still commits (it may have handed
+            // lapsed capacity over), but a crash that lost this commit would lose only
+            // a refusal, or work the next request or sweep redoes: no need to wait for
+            // the disk, and the queue of losers behind the lock moves faster.
+            tx.execute("SET LOCAL synchronous_commit TO OFF", &[]).await.map_err(DbError::from)?;
+            Ok(Reserved::Unavailable)
+        }
+    }
+}
