@@ -15,24 +15,25 @@ $$;
 -- The highest load at any instant of [p_start, p_end) from the active reservations
 -- that have not lapsed by p_now: +quantity at each (clipped) start, -quantity at each
 -- end, ends first at one instant so that ranges are half-open; the running sum's
--- maximum is the peak.
-CREATE FUNCTION reservation_peak(p_resource uuid, p_start timestamptz, p_end timestamptz, p_now timestamptz)
-RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+-- maximum is the peak. `lapsed` tells whether holds that lapsed by p_now (and do not
+-- count) still overlap the range unwritten. One scan of the active-period index.
+CREATE FUNCTION reservation_load(p_resource uuid, p_start timestamptz, p_end timestamptz, p_now timestamptz,
+                                 OUT peak bigint, OUT lapsed boolean)
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    RETURN (
-        WITH claims AS (
-            SELECT starts_at, ends_at, quantity FROM reservations
-            WHERE resource_id = p_resource AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
-              AND period && tstzrange(p_start, p_end, '[)')
-              AND NOT (status = 'HELD' AND expires_at <= p_now)
-        ), events AS (
-            SELECT greatest(starts_at, p_start) AS at, quantity AS delta FROM claims
-            UNION ALL SELECT least(ends_at, p_end), -quantity FROM claims
-        )
-        SELECT coalesce(max(load), 0) FROM (
-            SELECT sum(delta) OVER (ORDER BY at, delta ROWS UNBOUNDED PRECEDING) AS load FROM events
-        ) running
-    );
+    WITH overlapping AS (
+        SELECT starts_at, ends_at, quantity, (status = 'HELD' AND expires_at <= p_now) AS is_lapsed
+        FROM reservations
+        WHERE resource_id = p_resource AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+          AND period && tstzrange(p_start, p_end, '[)')
+    ), events AS (
+        SELECT greatest(starts_at, p_start) AS at, quantity AS delta FROM overlapping WHERE NOT is_lapsed
+        UNION ALL SELECT least(ends_at, p_end), -quantity FROM overlapping WHERE NOT is_lapsed
+    )
+    SELECT coalesce((SELECT max(load) FROM (
+               SELECT sum(delta) OVER (ORDER BY at, delta ROWS UNBOUNDED PRECEDING) AS load FROM events) running), 0),
+           coalesce((SELECT bool_or(o.is_lapsed) FROM overlapping o), false)
+    INTO peak, lapsed;
 END
 $$;
 
@@ -80,7 +81,7 @@ BEGIN
         SELECT p_id, p_resource, p_capacity, p_owner, p_start, p_end, p_quantity, p_status, p_expires_at,
                p_failure_reason, p_source, p_now, p_now
         FROM gate
-        WHERE reservation_peak(p_resource, p_start, p_end, p_now) + p_quantity <= p_capacity
+        WHERE (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now) l) + p_quantity <= p_capacity
         RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
                   r.failure_reason, r.source, r.created_at, r.updated_at
     ), ev AS (
@@ -121,6 +122,7 @@ CREATE FUNCTION reservation_hold(
 #variable_conflict use_column
 DECLARE
     res resources%ROWTYPE;
+    load record;
     row record;
     won boolean := false;
 BEGIN
@@ -136,17 +138,14 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    IF res.authority <> 'local' OR EXISTS (
-        SELECT 1 FROM reservations l
-        WHERE l.resource_id = p_resource AND l.status = 'HELD' AND l.expires_at <= p_now
-          AND l.period && tstzrange(p_start, p_end, '[)'))
-    THEN
+    load := reservation_load(p_resource, p_start, p_end, p_now);
+    IF res.authority <> 'local' OR load.lapsed THEN
         outcome := 'general';
         RETURN NEXT;
         RETURN;
     END IF;
     -- Taken at this instant by live claims: refused without a lock or a write.
-    IF reservation_peak(p_resource, p_start, p_end, p_now) + p_quantity > res.capacity THEN
+    IF load.peak + p_quantity > res.capacity THEN
         outcome := 'unavailable';
         RETURN NEXT;
         RETURN;

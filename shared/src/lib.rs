@@ -7,7 +7,7 @@
 //! - [`db`]: the pool, the embedded migrations, and one module of named SQL per table
 //!   (`resources`, `reservations`, `waitlist`, `idempotency`, `outbox`, `intents`,
 //!   `breakers`, `upstream_views`). The capacity rules themselves are SQL functions
-//!   (`reservation_peak`, `reservation_insert_if_fits`, `reservation_hold`, migration
+//!   (`reservation_load`, `reservation_insert_if_fits`, `reservation_hold`, migration
 //!   V7); the double-booking guard of capacity-1 resources is the exclusion constraint
 //!   of migration V1.
 //! - [`booking`]: the operations, one file each: `resources`, `reserve` (where the

@@ -74,10 +74,8 @@ pub const HOLD: &str =
 /// was taken at that instant), so a burst of losers never queues on the resource lock
 /// nor waits for a disk flush; only requests that may fit go on to the locked insert.
 pub const PRECHECK: &str = "SELECT r.id, r.name, r.capacity, r.authority, r.upstream_ref, r.hold_ttl_seconds, \
-     r.offer_ttl_seconds, r.created_at, reservation_peak($1, $2, $3, $4) AS load, \
-     EXISTS (SELECT 1 FROM reservations l WHERE l.resource_id = $1 AND l.status = 'HELD' AND l.expires_at <= $4 \
-       AND l.period && tstzrange($2, $3, '[)')) AS lapsed \
-     FROM resources r WHERE r.id = $1";
+     r.offer_ttl_seconds, r.created_at, l.peak AS load, l.lapsed \
+     FROM resources r, reservation_load($1, $2, $3, $4) l WHERE r.id = $1";
 
 /// Writes down the lapse of the holds that overlap a range, so that they stop counting
 /// for the exclusion constraint too (its predicate cannot know the time). Run it under
