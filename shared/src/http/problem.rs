@@ -24,6 +24,10 @@ pub enum ApiError {
     Validation(Vec<FieldError>),
     #[error("body too large")]
     PayloadTooLarge,
+    /// A request the HTTP layer could not read: a malformed request line, header or
+    /// chunked body, or a body that did not arrive in time. The detail says which.
+    #[error("bad request: {0}")]
+    BadRequest(&'static str),
     #[error("body is not JSON")]
     UnsupportedMediaType,
     #[error("resource not found")]
@@ -63,7 +67,7 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::Validation(_) => StatusCode::BAD_REQUEST,
+            ApiError::Validation(_) | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden => StatusCode::FORBIDDEN,
             ApiError::RouteNotFound
@@ -99,6 +103,7 @@ impl ApiError {
             ApiError::PayloadTooLarge => {
                 ("payload-too-large", "Payload too large", "Request bodies may be at most 64 KiB.".into())
             }
+            ApiError::BadRequest(detail) => ("bad-request", "Bad request", (*detail).into()),
             ApiError::UnsupportedMediaType => {
                 ("unsupported-media-type", "Unsupported media type", "Request bodies must be application/json.".into())
             }
@@ -263,6 +268,16 @@ mod tests {
         assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(!String::from_utf8(reply.body).unwrap().contains("secret_table"));
         assert!(body["type"].as_str().unwrap().ends_with("/internal-error"));
+    }
+
+    #[test]
+    fn a_request_the_http_layer_cannot_read_is_a_bad_request_problem_without_field_errors() {
+        let (reply, body) = problem(ApiError::BadRequest("The request body is malformed."));
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+        assert_eq!(reply.content_type, "application/problem+json");
+        assert!(body["type"].as_str().unwrap().ends_with("/problems/bad-request"));
+        assert_eq!(body["detail"], "The request body is malformed.");
+        assert!(body.get("errors").is_none());
     }
 
     #[test]
