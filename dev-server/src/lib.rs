@@ -10,8 +10,9 @@
 //! served at once are bounded, and a failing `accept` backs off (see [`Limits`]).
 
 pub mod accept;
+pub mod problem_io;
 
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -99,11 +100,13 @@ async fn handle(
     Ok(hyper::Response::from_parts(parts, Full::new(Bytes::copy_from_slice(body.as_ref()))))
 }
 
-/// The whole body, or why not: one that does not arrive in time is a 400.
+/// The whole body, or why not: too long is a 413; anything else (a malformed chunked
+/// encoding, a connection cut short, a body that does not arrive in time) a 400.
 async fn read_body(body: Incoming, timeout: Duration) -> Result<Bytes, ApiError> {
     match tokio::time::timeout(timeout, Limited::new(body, READ_LIMIT).collect()).await {
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(_)) => Err(ApiError::PayloadTooLarge),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(ApiError::PayloadTooLarge),
+        Ok(Err(_)) => Err(ApiError::BadRequest("The request body could not be read: its framing is malformed.")),
         Err(_) => Err(ApiError::BadRequest("The request body did not arrive in time.")),
     }
 }
@@ -154,7 +157,7 @@ pub async fn serve_with(listener: TcpListener, state: AppState, limits: Limits) 
         let body_read_timeout = limits.body_read_timeout;
         tokio::spawn(async move {
             let service = service_fn(move |req| handle(state.clone(), body_read_timeout, req));
-            let io = TokioIo::new(stream);
+            let io = TokioIo::new(problem_io::ProblemIo::new(stream));
             let _ = http.serve_connection(io, service).await;
             drop(permit);
         });

@@ -28,6 +28,10 @@ pub enum ApiError {
     /// chunked body, or a body that did not arrive in time. The detail says which.
     #[error("bad request: {0}")]
     BadRequest(&'static str),
+    #[error("URI too long")]
+    UriTooLong,
+    #[error("request headers too large")]
+    HeadersTooLarge,
     #[error("body is not JSON")]
     UnsupportedMediaType,
     #[error("resource not found")]
@@ -80,6 +84,8 @@ impl ApiError {
             | ApiError::ReservationInFlight
             | ApiError::IdempotencyKeyInProgress { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
+            ApiError::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::UpstreamUnavailable { .. } | ApiError::DatabaseUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -104,6 +110,12 @@ impl ApiError {
                 ("payload-too-large", "Payload too large", "Request bodies may be at most 64 KiB.".into())
             }
             ApiError::BadRequest(detail) => ("bad-request", "Bad request", (*detail).into()),
+            ApiError::UriTooLong => ("uri-too-long", "URI too long", "The request's URI is too long.".into()),
+            ApiError::HeadersTooLarge => (
+                "request-header-fields-too-large",
+                "Request header fields too large",
+                "The request's headers are too many or too large.".into(),
+            ),
             ApiError::UnsupportedMediaType => {
                 ("unsupported-media-type", "Unsupported media type", "Request bodies must be application/json.".into())
             }
