@@ -11,6 +11,7 @@
 
 pub mod accept;
 pub mod problem_io;
+pub mod startup;
 
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};

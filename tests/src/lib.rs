@@ -236,6 +236,39 @@ pub async fn send(req: RequestBuilder) -> (StatusCode, Value) {
     (status, body)
 }
 
+/// The workspace this harness belongs to.
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").to_path_buf()
+}
+
+/// `cargo build` (debug) of `packages` in one invocation, so that they share one build
+/// of their dependencies; returns each binary's path by name, read from cargo's own
+/// artifact messages so that any target directory works. A binary of another package
+/// is not built by `cargo test -p acceptance`, and `CARGO_BIN_EXE_*` names only this
+/// package's own, so the tests that run the real binaries build them here (at once when
+/// they are up to date).
+pub fn build_binaries(packages: &[&str]) -> std::collections::BTreeMap<String, std::path::PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.current_dir(workspace_root()).args(["build", "--message-format=json-render-diagnostics"]);
+    for package in packages {
+        cmd.args(["-p", package]);
+    }
+    let out = cmd.stderr(std::process::Stdio::inherit()).output().expect("cargo runs");
+    assert!(out.status.success(), "cargo build of {packages:?} failed ({})", out.status);
+    let mut bins = std::collections::BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<Value>(line) else { continue };
+        if msg["reason"] != "compiler-artifact" {
+            continue;
+        }
+        if let (Some(name), Some(exe)) = (msg["target"]["name"].as_str(), msg["executable"].as_str()) {
+            bins.insert(name.to_string(), std::path::PathBuf::from(exe));
+        }
+    }
+    bins
+}
+
 /// An answer read off a raw socket.
 #[derive(Debug)]
 pub struct RawResponse {
