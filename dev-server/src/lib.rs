@@ -4,16 +4,27 @@
 //! runs the scheduled function's sweep on an interval, as EventBridge would, and feeds
 //! intent messages to the intent worker's own message handler, from an in-process queue
 //! by default or from a real SQS queue when `INTENTS_QUEUE_URL` is set.
+//!
+//! It stands where API Gateway stands in AWS, so it defends itself the way a front
+//! door must: a request's head and its body must arrive in time, the connections
+//! served at once are bounded, and a failing `accept` backs off (see [`Limits`]).
 
-use http_body_util::{BodyExt, Full, Limited};
+pub mod accept;
+pub mod problem_io;
+pub mod startup;
+
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use lambda_http::{Body, Request, Response};
 use shared::AppState;
 use shared::http::{ApiError, Function, route};
 use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 /// Bodies past this are refused before the handler sees them (API Gateway caps at
 /// 10 MB; the handlers' own limit of 64 KiB answers 413 below it).
@@ -43,38 +54,113 @@ pub async fn dispatch(state: &AppState, req: Request) -> Response<Body> {
     outcome.unwrap_or_else(|e| ApiError::Internal(e).into_reply().into_response())
 }
 
-async fn handle(state: AppState, req: hyper::Request<Incoming>) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
+/// How the server protects itself from slow, stuck or too many clients.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// A request's line and headers must arrive within this, or the connection is
+    /// closed without an answer. It also closes a keep-alive connection left idle this
+    /// long (hyper starts the clock when it waits for the next request's head).
+    pub header_read_timeout: Duration,
+    /// A request's whole body must arrive within this, or the answer is a 400.
+    pub body_read_timeout: Duration,
+    /// Connections served at once. Past it, the server stops accepting until one ends.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+        }
+    }
+}
+
+async fn handle(
+    state: AppState,
+    body_read_timeout: Duration,
+    req: hyper::Request<Incoming>,
+) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
     let (parts, body) = req.into_parts();
-    let response = match Limited::new(body, READ_LIMIT).collect().await {
-        Ok(collected) => {
-            let bytes = collected.to_bytes();
+    let response = match read_body(body, body_read_timeout).await {
+        Ok(bytes) => {
             let body = if bytes.is_empty() { Body::Empty } else { Body::Binary(bytes.to_vec()) };
             dispatch(&state, Request::from_parts(parts, body)).await
         }
-        Err(_) => ApiError::PayloadTooLarge.into_reply().into_response(),
+        Err(e) => {
+            // Before any handler, so no request span: the path is the client's text and
+            // stays out of the log, as in `shared::http::respond`.
+            let status = e.status().as_u16();
+            tracing::info!(method = %parts.method, status, error = %e, "request body refused");
+            e.into_reply().into_response()
+        }
     };
     // The handlers log the request (`shared::http::respond`).
     let (parts, body) = response.into_parts();
     Ok(hyper::Response::from_parts(parts, Full::new(Bytes::copy_from_slice(body.as_ref()))))
 }
 
-/// Serves HTTP/1.1 on `listener` until the task is dropped.
+/// The whole body, or why not: too long is a 413; anything else (a malformed chunked
+/// encoding, a connection cut short, a body that does not arrive in time) a 400.
+async fn read_body(body: Incoming, timeout: Duration) -> Result<Bytes, ApiError> {
+    match tokio::time::timeout(timeout, Limited::new(body, READ_LIMIT).collect()).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(ApiError::PayloadTooLarge),
+        Ok(Err(_)) => Err(ApiError::BadRequest("The request body could not be read: its framing is malformed.")),
+        Err(_) => Err(ApiError::BadRequest("The request body did not arrive in time.")),
+    }
+}
+
+/// Serves HTTP/1.1 on `listener` with the default [`Limits`] until the task is dropped.
 pub async fn serve(listener: TcpListener, state: AppState) {
+    serve_with(listener, state, Limits::default()).await
+}
+
+/// Serves HTTP/1.1 on `listener` until the task is dropped.
+///
+/// HTTP/1.1 only, which is what its clients (curl, reqwest, the tests, schemathesis)
+/// speak: hyper-util's automatic HTTP/1-or-2 detection reads the first bytes with no
+/// timeout at all, so a client that connects and sends nothing would hold its
+/// connection forever.
+pub async fn serve_with(listener: TcpListener, state: AppState, limits: Limits) {
+    // Over the limit the loop waits for a permit before it accepts again, rather than
+    // accepting and closing at once. Waiting clients stay in the kernel's listen
+    // backlog, where they cost no file descriptor and no task, and each is served when
+    // a connection ends (or refused by the kernel when the backlog is full).
+    // Accept-and-close would spend a descriptor and a syscall on every refused
+    // connection, with the loop at full speed, and turn a burst that a moment's
+    // patience would have absorbed into errors.
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    let mut backoff = accept::AcceptBackoff::default();
     loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(conn) => conn,
+        let permit = permits.clone().acquire_owned().await.expect("the semaphore is never closed");
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                let failures = backoff.succeeded();
+                if failures > 0 {
+                    tracing::info!(failures, "accepting connections again");
+                }
+                stream
+            }
+            Err(e) if accept::is_connection_error(&e) => continue,
             Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
+                let pause = backoff.failed();
+                tracing::warn!(error = %e, pause_ms = pause.as_millis() as u64, "accept failed; pausing");
+                tokio::time::sleep(pause).await;
                 continue;
             }
         };
         let _ = stream.set_nodelay(true);
-        let state = state.clone();
+        let (state, http) = (state.clone(), http.clone());
+        let body_read_timeout = limits.body_read_timeout;
         tokio::spawn(async move {
-            let service = service_fn(move |req| handle(state.clone(), req));
-            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let service = service_fn(move |req| handle(state.clone(), body_read_timeout, req));
+            let io = TokioIo::new(problem_io::ProblemIo::new(stream));
+            let _ = http.serve_connection(io, service).await;
+            drop(permit);
         });
     }
 }

@@ -1,22 +1,36 @@
+use dev_server::startup::{self, Settings, StartupError};
 use shared::events::{LogPublisher, Queue, SqsPublisher};
-use shared::{AppState, config::Defaults, db};
-use std::net::{Ipv4Addr, SocketAddr};
-use std::time::Duration;
+use shared::{AppState, config::Defaults};
+use std::process::ExitCode;
 
+/// A start-up failure is one line on stderr, such as `dev-server: PORT must be a port
+/// number (got "abc")`, and exit status 1.
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn main() -> ExitCode {
     lambda_http::tracing::init_default_subscriber();
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dev-server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), StartupError> {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let mut state = AppState::from_env(Defaults::DevServer)?.with_upstream_from_config();
-    let applied = db::connect_and_migrate(&state.config).await?;
     // `dev-server migrate`: apply the migrations to DATABASE_URL and stop (how a deploy
     // migrates RDS: run it once from a machine or task that reaches the database).
     if std::env::args().nth(1).as_deref() == Some("migrate") {
+        let applied = startup::migrate(&state.config).await?;
         println!("applied {applied} migration(s)");
         return Ok(());
     }
-    let port: u16 = env("PORT").map(|p| p.parse()).transpose()?.unwrap_or(3000);
-    let sweep_every = Duration::from_secs(env("SWEEP_INTERVAL_SECONDS").map(|s| s.parse()).transpose()?.unwrap_or(15));
+    let settings = Settings::from_env()?;
+    // Bound before the database is touched: a busy port fails at once and changes nothing.
+    let listener = startup::listen(settings.port).await?;
+    let applied = startup::migrate(&state.config).await?;
     let mut background = Vec::new();
     // Intents: a real SQS queue when one is named, else an in-process one.
     match env("INTENTS_QUEUE_URL") {
@@ -35,14 +49,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         }
     }
     // Events go to EVENTS_QUEUE_URL when one is given (moto, LocalStack, AWS), else to the log.
+    let sweep_every = settings.sweep_interval;
     background.push(match env("EVENTS_QUEUE_URL") {
         Some(url) => tokio::spawn(dev_server::run_scheduled(state.clone(), SqsPublisher::from_env(url), sweep_every)),
         None => tokio::spawn(dev_server::run_scheduled(state.clone(), LogPublisher, sweep_every)),
     });
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).await?;
+    let port = listener.local_addr().map_or(settings.port, |a| a.port());
     tracing::info!(%port, applied, "dev server listening on http://127.0.0.1:{port}");
     tokio::select! {
-        () = dev_server::serve(listener, state) => {}
+        () = dev_server::serve_with(listener, state, settings.limits) => {}
         _ = tokio::signal::ctrl_c() => tracing::info!("shutting down"),
     }
     background.iter().for_each(|task| task.abort());

@@ -169,6 +169,19 @@ impl Config {
     }
 }
 
+/// For a binary's `main`: the value, or the error as one line on stderr (`reserve:
+/// DATABASE_URL is required`) and exit status 1. A `main` that returns the `Err` itself
+/// prints its Debug form instead, such as `Error: Missing("DATABASE_URL")`.
+pub fn exit_on_error<T, E: std::fmt::Display>(program: &str, result: Result<T, E>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(e) => {
+            eprintln!("{program}: {e}");
+            std::process::exit(1)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -97,11 +97,18 @@ pub struct Options {
     pub tweak: Box<dyn FnOnce(&mut Config)>,
     /// The base URL of a system of record (see [`upstream_mock`]).
     pub upstream: Option<String>,
+    /// The server's timeouts and connection limit.
+    pub limits: dev_server::Limits,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { clock: Arc::new(SystemClock), tweak: Box::new(|_| {}), upstream: None }
+        Self {
+            clock: Arc::new(SystemClock),
+            tweak: Box::new(|_| {}),
+            upstream: None,
+            limits: dev_server::Limits::default(),
+        }
     }
 }
 
@@ -131,13 +138,18 @@ impl TestApp {
         state.clock = options.clock;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let server = tokio::spawn(dev_server::serve(listener, state.clone()));
+        let server = tokio::spawn(dev_server::serve_with(listener, state.clone(), options.limits));
         let http = reqwest::Client::builder().pool_max_idle_per_host(200).build().unwrap();
         TestApp { base, http, state, database_url, server }
     }
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
+    }
+
+    /// The server's address, for tests that speak raw bytes to it.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.base.trim_start_matches("http://").parse().expect("the base is http://ip:port")
     }
 
     pub fn get(&self, who: &str, path: &str) -> RequestBuilder {
@@ -222,6 +234,104 @@ pub async fn send(req: RequestBuilder) -> (StatusCode, Value) {
     let bytes = resp.bytes().await.unwrap();
     let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
     (status, body)
+}
+
+/// The workspace this harness belongs to.
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").to_path_buf()
+}
+
+/// `cargo build` (debug) of `packages` in one invocation, so that they share one build
+/// of their dependencies; returns each binary's path by name, read from cargo's own
+/// artifact messages so that any target directory works. A binary of another package
+/// is not built by `cargo test -p acceptance`, and `CARGO_BIN_EXE_*` names only this
+/// package's own, so the tests that run the real binaries build them here (at once when
+/// they are up to date).
+pub fn build_binaries(packages: &[&str]) -> std::collections::BTreeMap<String, std::path::PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.current_dir(workspace_root()).args(["build", "--message-format=json-render-diagnostics"]);
+    for package in packages {
+        cmd.args(["-p", package]);
+    }
+    let out = cmd.stderr(std::process::Stdio::inherit()).output().expect("cargo runs");
+    assert!(out.status.success(), "cargo build of {packages:?} failed ({})", out.status);
+    let mut bins = std::collections::BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<Value>(line) else { continue };
+        if msg["reason"] != "compiler-artifact" {
+            continue;
+        }
+        if let (Some(name), Some(exe)) = (msg["target"]["name"].as_str(), msg["executable"].as_str()) {
+            bins.insert(name.to_string(), std::path::PathBuf::from(exe));
+        }
+    }
+    bins
+}
+
+/// An answer read off a raw socket.
+#[derive(Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON (`Null` if it is none).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// Sends `request` as it is on a new connection and reads the one answer: until the
+/// server closes the connection, or the answer's `content-length` is complete. Panics
+/// when no whole answer comes within `wait`.
+pub async fn raw_exchange(addr: std::net::SocketAddr, request: &[u8], wait: std::time::Duration) -> RawResponse {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(addr).await.expect("the dev server accepts");
+    let (mut reader, mut writer) = socket.split();
+    let mut received = Vec::new();
+    let exchange = async {
+        // Written while the answer is read: a server may answer before the request ends.
+        let write = async {
+            let _ = writer.write_all(request).await;
+        };
+        let read = async {
+            let mut chunk = [0u8; 16 * 1024];
+            loop {
+                match reader.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => received.extend_from_slice(&chunk[..n]),
+                }
+                if parse_raw(&received).is_some_and(|r| r.header("content-length") == Some(&r.body.len().to_string())) {
+                    break;
+                }
+            }
+        };
+        tokio::join!(write, read);
+    };
+    if tokio::time::timeout(wait, exchange).await.is_err() {
+        panic!("no whole answer in {wait:?}; got {:?}", String::from_utf8_lossy(&received));
+    }
+    parse_raw(&received).unwrap_or_else(|| panic!("not an HTTP answer: {:?}", String::from_utf8_lossy(&received)))
+}
+
+fn parse_raw(bytes: &[u8]) -> Option<RawResponse> {
+    let end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&bytes[..end]).ok()?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Some(RawResponse { status, headers, body: bytes[end + 4..].to_vec() })
 }
 
 /// The slug of a problem document: the last path segment of its `type`.

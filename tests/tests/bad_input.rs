@@ -384,3 +384,74 @@ async fn validation_errors_name_the_field() {
             .await;
     assert_eq!(p["errors"][0]["field"], "quantity");
 }
+
+/// What the HTTP layer refuses before any handler runs: a body it cannot read, and a
+/// request line or headers hyper cannot parse (hyper answers those itself; the dev
+/// server turns its bare answers into problem documents, see dev-server/src/problem_io.rs).
+#[tokio::test]
+async fn what_the_http_layer_refuses_is_a_problem_document_too() {
+    let app = TestApp::spawn().await;
+    let post = |extra_headers: &str, body: &[u8]| {
+        let mut request = format!(
+            "POST /v1/reservations HTTP/1.1\r\nHost: localhost\r\nx-principal: alice\r\n\
+             content-type: application/json\r\nconnection: close\r\n{extra_headers}\r\n"
+        )
+        .into_bytes();
+        request.extend_from_slice(body);
+        request
+    };
+    // Exactly one byte over the dev server's 1 MiB read limit, so that the server has
+    // read everything when it answers (unread bytes would make its close a reset).
+    let over_limit = vec![b' '; 1024 * 1024 + 1];
+    let many_headers: String = (0..120).map(|i| format!("x-filler-{i}: {i}\r\n")).collect();
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        (
+            "malformed chunked body",
+            post("transfer-encoding: chunked\r\n", b"zz\r\n{}\r\n0\r\n\r\n"),
+            400,
+            "bad-request",
+        ),
+        (
+            "body over the read limit",
+            post(&format!("content-length: {}\r\n", over_limit.len()), &over_limit),
+            413,
+            "payload-too-large",
+        ),
+        ("malformed request line", b"GET /v1/health HTTX/1.1\r\nHost: localhost\r\n\r\n".to_vec(), 400, "bad-request"),
+        (
+            "malformed header",
+            b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nBad Header: y\r\n\r\n".to_vec(),
+            400,
+            "bad-request",
+        ),
+        (
+            "too many headers",
+            format!("GET /v1/health HTTP/1.1\r\nHost: localhost\r\n{many_headers}\r\n").into_bytes(),
+            431,
+            "request-header-fields-too-large",
+        ),
+        (
+            "URI too long",
+            format!("GET /v1/{} HTTP/1.1\r\nHost: localhost\r\n\r\n", "a".repeat(70_000)).into_bytes(),
+            414,
+            "uri-too-long",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, request, status, expected_slug) in &cases {
+        let answer = acceptance::raw_exchange(app.addr(), request, std::time::Duration::from_secs(10)).await;
+        let problem = answer.json();
+        let good = answer.status == *status
+            && answer.header("content-type") == Some("application/problem+json")
+            && slug(&problem) == *expected_slug
+            && problem["status"] == json!(status)
+            && problem["title"].is_string()
+            && problem["detail"].is_string();
+        if !good {
+            failures.push(format!("{name}: got {} {:?} {problem}", answer.status, answer.header("content-type")));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    let (status, _) = send(app.get("alice", "/v1/health")).await;
+    assert_eq!(status, StatusCode::OK);
+}

@@ -21,7 +21,7 @@
 //! into the emulator are proven.
 
 use acceptance::upstream_mock::{self, MockUpstream};
-use acceptance::{Moto, day, fresh_database, hours, rfc3339};
+use acceptance::{Moto, build_binaries, day, fresh_database, hours, rfc3339, workspace_root};
 use chrono::Duration as ChronoDuration;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -47,37 +47,15 @@ const ALICE: &str = "00000000-0000-0000-0000-00000000a11c";
 /// How long one invocation may take, cold start included.
 const INVOKE_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").to_path_buf()
-}
-
 fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-/// `cargo build` of the six functions (debug); returns each binary's path, read from
-/// cargo's own artifact messages so that any target directory works.
+/// `cargo build` of the six functions (debug); returns each binary's path.
 fn build_functions() -> BTreeMap<String, PathBuf> {
-    let mut cmd = Command::new(cargo());
-    cmd.current_dir(workspace_root()).args(["build", "--message-format=json-render-diagnostics"]);
-    for f in FUNCTIONS {
-        cmd.args(["-p", f]);
-    }
     let started = Instant::now();
-    let out = cmd.stderr(Stdio::inherit()).output().expect("cargo runs");
-    assert!(out.status.success(), "cargo build of the functions failed ({})", out.status);
-    let mut bins = BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(msg) = serde_json::from_str::<Value>(line) else { continue };
-        if msg["reason"] != "compiler-artifact" {
-            continue;
-        }
-        if let (Some(name), Some(exe)) = (msg["target"]["name"].as_str(), msg["executable"].as_str())
-            && FUNCTIONS.contains(&name)
-        {
-            bins.insert(name.to_string(), PathBuf::from(exe));
-        }
-    }
+    let mut bins = build_binaries(&FUNCTIONS);
+    bins.retain(|name, _| FUNCTIONS.contains(&name.as_str()));
     for f in FUNCTIONS {
         assert!(bins.contains_key(f), "cargo build produced no binary for {f}");
     }

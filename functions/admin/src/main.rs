@@ -1,9 +1,10 @@
-use lambda_http::{Error, run, service_fn, tracing};
-use shared::{AppState, config::Defaults};
+use lambda_http::{run, service_fn, tracing};
+use shared::AppState;
+use shared::config::{Defaults, exit_on_error};
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() {
     tracing::init_default_subscriber();
-    let state = AppState::from_env(Defaults::Lambda)?;
-    run(service_fn(|req| admin::handler(&state, req))).await
+    let state = exit_on_error("admin", AppState::from_env(Defaults::Lambda));
+    exit_on_error("admin", run(service_fn(|req| admin::handler(&state, req))).await)
 }

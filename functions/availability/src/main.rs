@@ -1,9 +1,10 @@
-use lambda_http::{Error, run, service_fn, tracing};
-use shared::{AppState, config::Defaults};
+use lambda_http::{run, service_fn, tracing};
+use shared::AppState;
+use shared::config::{Defaults, exit_on_error};
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() {
     tracing::init_default_subscriber();
-    let state = AppState::from_env(Defaults::Lambda)?.with_upstream_from_config();
-    run(service_fn(|req| availability::handler(&state, req))).await
+    let state = exit_on_error("availability", AppState::from_env(Defaults::Lambda)).with_upstream_from_config();
+    exit_on_error("availability", run(service_fn(|req| availability::handler(&state, req))).await)
 }

@@ -1,9 +1,11 @@
-use lambda_http::{Error, run, service_fn, tracing};
-use shared::{AppState, config::Defaults, events::Queue};
+use lambda_http::{run, service_fn, tracing};
+use shared::config::{Defaults, exit_on_error};
+use shared::{AppState, events::Queue};
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() {
     tracing::init_default_subscriber();
-    let state = AppState::from_env(Defaults::Lambda)?.with_intents(Queue::from_env("INTENTS_QUEUE_URL"));
-    run(service_fn(|req| confirm::handler(&state, req))).await
+    let state = exit_on_error("confirm", AppState::from_env(Defaults::Lambda));
+    let state = state.with_intents(Queue::from_env("INTENTS_QUEUE_URL"));
+    exit_on_error("confirm", run(service_fn(|req| confirm::handler(&state, req))).await)
 }

@@ -1,9 +1,10 @@
-use lambda_runtime::{Error, run, service_fn, tracing};
-use shared::{AppState, config::Defaults};
+use lambda_runtime::{run, service_fn, tracing};
+use shared::AppState;
+use shared::config::{Defaults, exit_on_error};
 
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() {
     tracing::init_default_subscriber();
-    let state = AppState::from_env(Defaults::Lambda)?.with_upstream_from_config();
-    run(service_fn(|event| intent_worker::handler(&state, event))).await
+    let state = exit_on_error("intent-worker", AppState::from_env(Defaults::Lambda)).with_upstream_from_config();
+    exit_on_error("intent-worker", run(service_fn(|event| intent_worker::handler(&state, event))).await)
 }

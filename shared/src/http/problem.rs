@@ -24,6 +24,14 @@ pub enum ApiError {
     Validation(Vec<FieldError>),
     #[error("body too large")]
     PayloadTooLarge,
+    /// A request the HTTP layer could not read: a malformed request line, header or
+    /// chunked body, or a body that did not arrive in time. The detail says which.
+    #[error("bad request: {0}")]
+    BadRequest(&'static str),
+    #[error("URI too long")]
+    UriTooLong,
+    #[error("request headers too large")]
+    HeadersTooLarge,
     #[error("body is not JSON")]
     UnsupportedMediaType,
     #[error("resource not found")]
@@ -66,7 +74,7 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::Validation(_) => StatusCode::BAD_REQUEST,
+            ApiError::Validation(_) | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden => StatusCode::FORBIDDEN,
             ApiError::RouteNotFound
@@ -79,6 +87,8 @@ impl ApiError {
             | ApiError::ReservationInFlight
             | ApiError::IdempotencyKeyInProgress { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
+            ApiError::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::UpstreamUnavailable { .. } | ApiError::DatabaseUnavailable(_) | ApiError::DatabaseBusy(_) => {
@@ -104,6 +114,13 @@ impl ApiError {
             ApiError::PayloadTooLarge => {
                 ("payload-too-large", "Payload too large", "Request bodies may be at most 64 KiB.".into())
             }
+            ApiError::BadRequest(detail) => ("bad-request", "Bad request", (*detail).into()),
+            ApiError::UriTooLong => ("uri-too-long", "URI too long", "The request's URI is too long.".into()),
+            ApiError::HeadersTooLarge => (
+                "request-header-fields-too-large",
+                "Request header fields too large",
+                "The request's headers are too many or too large.".into(),
+            ),
             ApiError::UnsupportedMediaType => {
                 ("unsupported-media-type", "Unsupported media type", "Request bodies must be application/json.".into())
             }
@@ -274,6 +291,16 @@ mod tests {
         assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(!String::from_utf8(reply.body).unwrap().contains("secret_table"));
         assert!(body["type"].as_str().unwrap().ends_with("/internal-error"));
+    }
+
+    #[test]
+    fn a_request_the_http_layer_cannot_read_is_a_bad_request_problem_without_field_errors() {
+        let (reply, body) = problem(ApiError::BadRequest("The request body is malformed."));
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+        assert_eq!(reply.content_type, "application/problem+json");
+        assert!(body["type"].as_str().unwrap().ends_with("/problems/bad-request"));
+        assert_eq!(body["detail"], "The request body is malformed.");
+        assert!(body.get("errors").is_none());
     }
 
     #[test]
