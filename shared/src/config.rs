@@ -53,6 +53,12 @@ pub struct Config {
     pub idempotency_lease: chrono::Duration,
     pub idempotency_wait: Duration,
     pub idempotency_retention: chrono::Duration,
+    /// How many retries of in-progress keys may wait for their originals at once in one
+    /// process; past that a retry is told to come back (409 with `Retry-After`). Waiting
+    /// holds no database connection, so this bounds memory and tasks, not the pool.
+    pub idempotency_max_waiters: usize,
+    /// How long a published outbox row is kept before the sweeper deletes it.
+    pub outbox_retention: chrono::Duration,
     pub upstream: UpstreamConfig,
 }
 
@@ -141,6 +147,8 @@ impl Config {
             idempotency_lease: chrono::Duration::seconds(num("IDEMPOTENCY_LEASE_SECONDS", 30, 1, 3_600)?),
             idempotency_wait: Duration::from_millis(num("IDEMPOTENCY_WAIT_MS", 2_000, 0, 60_000)? as u64),
             idempotency_retention: chrono::Duration::hours(num("IDEMPOTENCY_RETENTION_HOURS", 24, 24, 24 * 365)?),
+            idempotency_max_waiters: num("IDEMPOTENCY_MAX_WAITERS", 64, 0, 100_000)? as usize,
+            outbox_retention: chrono::Duration::hours(num("OUTBOX_RETENTION_HOURS", 24, 1, 24 * 365)?),
             upstream: UpstreamConfig {
                 base_url: get("UPSTREAM_BASE_URL").filter(|v| !v.is_empty()),
                 token: get("UPSTREAM_TOKEN").filter(|v| !v.is_empty()),

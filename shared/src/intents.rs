@@ -25,7 +25,7 @@ use crate::booking::on_freed;
 use crate::db::intents::{self, Claimed, Kind};
 use crate::db::{DbError, reservations, resources};
 use crate::domain::{FailureReason, Status};
-use crate::upstream::breaker::Breaker;
+use crate::upstream::breaker::{Breaker, Failure};
 use crate::upstream::{SystemOfRecord, UpstreamError};
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -65,110 +65,155 @@ pub enum Processed {
     Retry,
 }
 
-/// The current-charge read after an unknown outcome. `None`: still unknown.
+/// What the claim of one intent came to.
+#[derive(Debug)]
+pub enum ClaimOutcome {
+    /// Ours, under a lease: execute it.
+    Claimed(Claimed),
+    /// Not now (not due, the seat busy, behind an earlier cancel): the message must
+    /// come again.
+    Later,
+    /// Nothing to do: claimed by another worker, settled already, or unknown.
+    Nothing,
+}
+
+/// What the upstream call of a claimed intent came to.
+#[derive(Debug)]
+pub enum Executed {
+    /// The upstream's answer, or the current-charge read after an unknown one.
+    Resolved(Resolution),
+    /// Still unknown after the read: left `RESERVING`, for the lease reaper.
+    Unknown,
+    /// Not sent (the breaker refused it, or a cancel to be tried again): the claim
+    /// was given back, due again later.
+    GivenBack,
+}
+
+/// The current-charge read after an unknown outcome.
 async fn read_after_uncertainty(
     state: &AppState,
     upstream: &dyn SystemOfRecord,
     claim: &Claimed,
-) -> Result<Option<Resolution>, DbError> {
+) -> Result<Executed, DbError> {
     let breaker = Breaker::from_config(&state.config.upstream);
     let reference = claim.reservation_id.to_string();
-    let client = state.pool.get().await?;
-    let read = breaker.guard(&client, state.clock.as_ref(), upstream.current_charge(&reference)).await?;
-    drop(client);
+    let read = breaker
+        .guard(&state.pool, state.clock.as_ref(), upstream.current_charge(&reference))
+        .await
+        .map_err(Failure::into_inner)?;
     Ok(match read {
-        Ok(Some(charge_id)) => Some(Resolution::Succeeded { charge_id }),
-        Ok(None) => Some(Resolution::FailedUpstream),
-        Err(UpstreamError::Unauthorized) => Some(Resolution::FailedAuth),
+        Ok(Some(charge_id)) => Executed::Resolved(Resolution::Succeeded { charge_id }),
+        Ok(None) => Executed::Resolved(Resolution::FailedUpstream),
+        Err(UpstreamError::Unauthorized) => Executed::Resolved(Resolution::FailedAuth),
         Err(e) => {
             tracing::warn!(intent_id = %claim.id, error = %e, "current-charge read failed; the reaper will settle it");
-            None
+            Executed::Unknown
         }
     })
 }
 
-/// Claims, executes and settles one intent.
+/// Claims, executes and settles one intent. No database connection is held while the
+/// upstream is called, so a batch's concurrency is bounded by the pool alone.
 pub async fn process(state: &AppState, upstream: &dyn SystemOfRecord, intent_id: Uuid) -> Result<Processed, DbError> {
-    let Some(claim) = claim(state, intent_id).await? else { return Ok(Processed::Skipped) };
-    let Some(claim) = claim else { return Ok(Processed::Retry) };
-    let Some(outcome) = execute(state, upstream, &claim).await? else { return Ok(Processed::Retry) };
-    match outcome {
-        Some(resolution) => {
+    let claim = match claim(state, intent_id).await? {
+        ClaimOutcome::Claimed(claim) => claim,
+        ClaimOutcome::Later => return Ok(Processed::Retry),
+        ClaimOutcome::Nothing => return Ok(Processed::Skipped),
+    };
+    let executed = match execute(state, upstream, &claim).await {
+        Ok(executed) => executed,
+        Err(Failure::BeforeTheCall(e)) => {
+            // Nothing was sent: give the claim back, so the message's next delivery
+            // claims it again (a lapsed lease would be settled by the reaper's read as
+            // if the write had gone out, and fail a booking the upstream never saw).
+            let now = state.clock.now();
+            if let Ok(client) = state.pool.get().await
+                && let Err(back) = intents::unclaim(&client, &claim, now, "local failure before the call", now).await
+            {
+                tracing::warn!(intent_id = %claim.id, error = %back, "could not give a claim back; the reaper will");
+            }
+            return Err(e);
+        }
+        // Sent, outcome unrecorded: the lease reaper reads the outcome when it lapses.
+        Err(Failure::AfterTheCall(e)) => return Err(e),
+    };
+    match executed {
+        Executed::Resolved(resolution) => {
             settle(state, upstream, &claim, &resolution).await?;
             Ok(Processed::Settled)
         }
-        None => Ok(Processed::LeftForReaper),
+        Executed::Unknown => Ok(Processed::LeftForReaper),
+        Executed::GivenBack => Ok(Processed::Retry),
     }
 }
 
-/// Step 1. `None`: nothing to claim (not due, already claimed or settled, unknown).
-/// `Some(None)`: another write to the same seat is in flight; postponed.
-pub async fn claim(state: &AppState, intent_id: Uuid) -> Result<Option<Option<Claimed>>, DbError> {
+/// Step 1: the claim, in a short transaction of its own.
+pub async fn claim(state: &AppState, intent_id: Uuid) -> Result<ClaimOutcome, DbError> {
     let now = state.clock.now();
     let client = state.pool.get().await?;
     let lease = state.config.upstream.intent_lease;
     match intents::claim(&client, intent_id, now, Uuid::new_v4(), now + lease).await {
-        Ok(Some(c)) => Ok(Some(Some(c))),
+        Ok(Some(c)) => Ok(ClaimOutcome::Claimed(c)),
         // Not due yet, or a reserve behind an earlier cancel of its seat: the message
         // must come again. Claimed by another worker, settled or unknown: done.
-        Ok(None) if intents::waiting(&client, intent_id, now).await? => Ok(Some(None)),
-        Ok(None) => Ok(None),
+        Ok(None) if intents::waiting(&client, intent_id, now).await? => Ok(ClaimOutcome::Later),
+        Ok(None) => Ok(ClaimOutcome::Nothing),
         Err(e) if e.sql_state() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
             intents::postpone(&client, intent_id, now + Duration::seconds(1), "seat busy", now).await?;
-            Ok(Some(None))
+            Ok(ClaimOutcome::Later)
         }
         Err(e) => Err(e),
     }
 }
 
-/// Step 2: the upstream write, outside any transaction. `None`: the breaker refused and
-/// the claim was given back. `Some(None)`: outcome still unknown after the read.
-pub async fn execute(
+/// The breaker around one upstream call of the worker's.
+async fn guarded<T>(
     state: &AppState,
-    upstream: &dyn SystemOfRecord,
-    claim: &Claimed,
-) -> Result<Option<Option<Resolution>>, DbError> {
+    call: impl std::future::Future<Output = Result<T, UpstreamError>>,
+) -> Result<Result<T, UpstreamError>, Failure> {
+    Breaker::from_config(&state.config.upstream).guard(&state.pool, state.clock.as_ref(), call).await
+}
+
+/// Step 2: the upstream write, outside any transaction and holding no connection.
+pub async fn execute(state: &AppState, upstream: &dyn SystemOfRecord, claim: &Claimed) -> Result<Executed, Failure> {
     if claim.kind == Kind::Cancel {
         return cancel(state, upstream, claim).await;
     }
-    let breaker = Breaker::from_config(&state.config.upstream);
     let reference = claim.reservation_id.to_string();
-    let client = state.pool.get().await?;
-    let written = breaker
-        .guard(&client, state.clock.as_ref(), upstream.reserve(&claim.seat, claim.start, claim.end, &reference))
-        .await?;
-    Ok(Some(match written {
-        Ok(charge_id) => Some(Resolution::Succeeded { charge_id }),
-        Err(UpstreamError::Taken) => Some(Resolution::FailedRace),
-        Err(UpstreamError::Unauthorized) => Some(Resolution::FailedAuth),
+    let written = guarded(state, upstream.reserve(&claim.seat, claim.start, claim.end, &reference)).await?;
+    Ok(match written {
+        Ok(charge_id) => Executed::Resolved(Resolution::Succeeded { charge_id }),
+        Err(UpstreamError::Taken) => Executed::Resolved(Resolution::FailedRace),
+        Err(UpstreamError::Unauthorized) => Executed::Resolved(Resolution::FailedAuth),
         Err(UpstreamError::Unavailable { retry_after_seconds }) => {
-            let now = state.clock.now();
-            let again = now + Duration::seconds(retry_after_seconds as i64);
-            intents::unclaim(&client, claim, again, "breaker open", now).await?;
-            return Ok(None);
+            let again = Duration::seconds(retry_after_seconds as i64);
+            give_back(state, claim, again, "breaker open").await.map_err(Failure::BeforeTheCall)?;
+            Executed::GivenBack
         }
         Err(e @ (UpstreamError::Unknown(_) | UpstreamError::Protocol(_))) => {
-            drop(client);
             tracing::warn!(intent_id = %claim.id, error = %e, "upstream write outcome unknown; reading the current charge");
-            read_after_uncertainty(state, upstream, claim).await?
+            read_after_uncertainty(state, upstream, claim).await.map_err(Failure::AfterTheCall)?
         }
-    }))
+    })
+}
+
+/// Back to `REQUESTED`, due again after `after`.
+async fn give_back(state: &AppState, claim: &Claimed, after: Duration, reason: &str) -> Result<(), DbError> {
+    let now = state.clock.now();
+    intents::unclaim(&state.pool.get().await?, claim, now + after, reason, now).await
 }
 
 /// Step 2 of a cancel: the DELETE of the booking's charge. It is idempotent (a charge
 /// already gone answers 404, which the adapter reports as done), so an unknown outcome
 /// is simply tried again later, where a reserve's POST must never be.
-async fn cancel(
-    state: &AppState,
-    upstream: &dyn SystemOfRecord,
-    claim: &Claimed,
-) -> Result<Option<Option<Resolution>>, DbError> {
-    let charge_id = claim.charge_id.as_deref().ok_or(DbError::Corrupt("cancel intent without a charge".into()))?;
-    let breaker = Breaker::from_config(&state.config.upstream);
-    let client = state.pool.get().await?;
-    let retry_after_seconds = match breaker.guard(&client, state.clock.as_ref(), upstream.cancel(charge_id)).await? {
-        Ok(()) => return Ok(Some(Some(Resolution::Succeeded { charge_id: charge_id.to_string() }))),
-        Err(UpstreamError::Unauthorized) => return Ok(Some(Some(Resolution::FailedAuth))),
+async fn cancel(state: &AppState, upstream: &dyn SystemOfRecord, claim: &Claimed) -> Result<Executed, Failure> {
+    let charge_id = claim
+        .charge_id
+        .as_deref()
+        .ok_or_else(|| Failure::BeforeTheCall(DbError::Corrupt("cancel intent without a charge".into())))?;
+    let retry_after_seconds = match guarded(state, upstream.cancel(charge_id)).await? {
+        Ok(()) => return Ok(Executed::Resolved(Resolution::Succeeded { charge_id: charge_id.to_string() })),
+        Err(UpstreamError::Unauthorized) => return Ok(Executed::Resolved(Resolution::FailedAuth)),
         Err(UpstreamError::Unavailable { retry_after_seconds }) => retry_after_seconds as i64,
         Err(e) => {
             tracing::warn!(intent_id = %claim.id, error = %e, "upstream cancel failed; it will be sent again");
@@ -176,9 +221,11 @@ async fn cancel(
             2i64.saturating_pow(claim.attempts.clamp(1, 8) as u32).min(300)
         }
     };
-    let now = state.clock.now();
-    intents::unclaim(&client, claim, now + Duration::seconds(retry_after_seconds), "cancel not done yet", now).await?;
-    Ok(None)
+    // Sent again later whatever happened: a DELETE is safe to repeat.
+    give_back(state, claim, Duration::seconds(retry_after_seconds), "cancel not done yet")
+        .await
+        .map_err(Failure::BeforeTheCall)?;
+    Ok(Executed::GivenBack)
 }
 
 /// Step 3 of a cancel: the booking was already `CANCELLED` locally, and its capacity
@@ -237,6 +284,7 @@ pub async fn settle(
     };
     if intents::finish(&tx, claim, resolution.state(), charge, error, now).await?.is_none() {
         tx.rollback().await?;
+        drop(client);
         tracing::warn!(intent_id = %claim.id, "lease lost before settling; the other side's outcome stands");
         if let Some(charge_id) = charge {
             compensate(state, upstream, claim.id, charge_id).await?;
@@ -274,13 +322,16 @@ async fn compensate(
     intent_id: Uuid,
     charge_id: &str,
 ) -> Result<(), DbError> {
-    let client = state.pool.get().await?;
-    let kept = intents::state_of(&client, intent_id).await?;
+    let kept = intents::state_of(&state.pool.get().await?, intent_id).await?;
     if kept.as_ref().and_then(|(_, c)| c.as_deref()) == Some(charge_id) {
         return Ok(());
     }
     let breaker = Breaker::from_config(&state.config.upstream);
-    match breaker.guard(&client, state.clock.as_ref(), upstream.cancel(charge_id)).await? {
+    match breaker
+        .guard(&state.pool, state.clock.as_ref(), upstream.cancel(charge_id))
+        .await
+        .map_err(Failure::into_inner)?
+    {
         Ok(()) => tracing::warn!(%intent_id, charge_id, "cancelled an orphaned upstream charge"),
         Err(e) => tracing::error!(%intent_id, charge_id, error = %e, "could not cancel an orphaned upstream charge"),
     }
@@ -328,16 +379,16 @@ pub async fn reap(
         // A lapsed cancel is sent again (the DELETE is idempotent); a lapsed reserve is
         // settled by the current-charge read, never by a second POST.
         let outcome = match claim.kind {
-            Kind::Cancel => execute(state, upstream, claim).await?.flatten(),
+            Kind::Cancel => execute(state, upstream, claim).await.map_err(Failure::into_inner)?,
             Kind::Reserve => read_after_uncertainty(state, upstream, claim).await?,
         };
         match outcome {
-            Some(resolution) => {
+            Executed::Resolved(resolution) => {
                 if settle(state, upstream, claim, &resolution).await? {
                     report.settled += 1;
                 }
             }
-            None => report.still_unknown += 1,
+            Executed::Unknown | Executed::GivenBack => report.still_unknown += 1,
         }
     }
     Ok(report)

@@ -39,11 +39,14 @@ pub struct AppState {
     pub upstream: Option<Arc<dyn upstream::SystemOfRecord>>,
     /// Where intent messages go after commit.
     pub intents: Arc<events::Queue>,
+    /// Places for retries waiting on an in-progress idempotency key (see `http`).
+    pub idempotency_waiters: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
     pub fn new(pool: deadpool_postgres::Pool, config: Config) -> Self {
         Self {
+            idempotency_waiters: Arc::new(tokio::sync::Semaphore::new(config.idempotency_max_waiters)),
             pool,
             config: Arc::new(config),
             clock: Arc::new(SystemClock),

@@ -35,6 +35,8 @@ pub struct MockState {
     pub down: bool,
     /// The credential is rejected everywhere.
     pub reject_token: bool,
+    /// How long every answer takes (a slow upstream).
+    pub delay: std::time::Duration,
     pub posts: u64,
     pub availability_reads: u64,
     pub charge_reads: u64,
@@ -64,6 +66,7 @@ impl MockUpstream {
             on_post: OnPost::Accept,
             down: false,
             reject_token: false,
+            delay: std::time::Duration::ZERO,
             posts: 0,
             availability_reads: 0,
             charge_reads: 0,
@@ -124,6 +127,8 @@ async fn handle(state: &Mutex<MockState>, req: Request<Incoming>) -> Response<Fu
     let reference = query(&req, "reference");
     let body: Value =
         serde_json::from_slice(&req.into_body().collect().await.unwrap().to_bytes()).unwrap_or(Value::Null);
+    let delay = state.lock().unwrap().delay;
+    tokio::time::sleep(delay).await;
     let mut s = state.lock().unwrap();
     s.calls += 1;
     let seg: Vec<&str> = segments.iter().map(String::as_str).collect();

@@ -40,7 +40,7 @@ async fn key_state(app: &TestApp, key: &str) -> Option<String> {
 }
 
 /// Sends the original request in the background and returns once it has claimed its
-/// key; with the resource lock held by the test, it then queues inside its transaction.
+/// key and queues, inside its transaction, on the resource lock the test holds.
 async fn send_original(app: &TestApp, b: &Value, key: &str) -> tokio::task::JoinHandle<reqwest::Response> {
     let req = app.post("alice", "/v1/reservations", b).header("idempotency-key", key);
     let original = tokio::spawn(async move { req.send().await.unwrap() });
@@ -50,10 +50,22 @@ async fn send_original(app: &TestApp, b: &Value, key: &str) -> tokio::task::Join
 
 /// Waits until the original request has claimed its key. The tests that use it hold the
 /// resource's row lock themselves, so the original then queues inside its own
-/// transaction for as long as the test likes.
-async fn wait_for_claim(app: &TestApp, key: &str) {
+/// transaction for as long as the test likes. Its claim is not committed, so what is
+/// seen is the wait, on the lock that comes after the claim.
+async fn wait_for_claim(app: &TestApp, _key: &str) {
     for _ in 0..500 {
-        if key_state(app, key).await.as_deref() == Some("processing") {
+        let waiting: i64 = app
+            .db()
+            .await
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                 AND wait_event_type = 'Lock' AND query LIKE '%FOR NO KEY UPDATE%'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -219,10 +231,8 @@ async fn a_retry_that_cannot_wait_long_enough_is_told_to_come_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_retry_takes_over_a_key_whose_original_died_once_its_lease_lapses() {
-    let clock = Arc::new(ManualClock::new(Utc::now()));
+async fn a_retry_runs_at_once_when_its_original_died_leaving_nothing_behind() {
     let app = TestApp::spawn_with(Options {
-        clock: clock.clone(),
         tweak: Box::new(|c| c.idempotency_wait = std::time::Duration::from_millis(100)),
         ..Default::default()
     })
@@ -234,38 +244,63 @@ async fn a_retry_takes_over_a_key_whose_original_died_once_its_lease_lapses() {
     lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&room]).await.unwrap();
     let original = send_original(&app, &b, "dies").await;
     // The original's database session dies mid-request, as a function killed by its
-    // timeout would: its transaction is gone, its claim is left behind.
-    // (Once it is queued on the lock the test holds: the claim commits a moment before.)
-    let mut killed: i64 = 0;
-    for _ in 0..500 {
-        killed = app
-            .db()
-            .await
-            .query_one(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if killed > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    // timeout would: its transaction is gone, and its claim with it.
+    let killed: i64 = app
+        .db()
+        .await
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(killed, 1);
     assert!(original.await.unwrap().status().is_server_error());
     lock.rollback().await.unwrap();
-    assert_eq!(key_state(&app, "dies").await.as_deref(), Some("processing"));
+    assert_eq!(key_state(&app, "dies").await, None);
 
-    let (status, _, problem) = keyed(&app, "alice", "dies", &b).await;
-    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "idempotency-key-in-progress"));
-    clock.advance(app.state.config.idempotency_lease + Duration::seconds(1));
     let (status, replayed, r) = keyed(&app, "alice", "dies", &b).await;
     assert_eq!((status, replayed.as_deref()), (StatusCode::CREATED, Some("false")), "{r}");
     assert_eq!(rows(&app, room).await, 1);
     let (status, replayed, again) = keyed(&app, "alice", "dies", &b).await;
+    assert_eq!((status, replayed.as_deref(), &again["id"]), (StatusCode::CREATED, Some("true"), &r["id"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_committed_by_the_older_scheme_is_taken_over_once_its_lease_lapses() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with(Options {
+        clock: clock.clone(),
+        tweak: Box::new(|c| c.idempotency_wait = std::time::Duration::from_millis(100)),
+        ..Default::default()
+    })
+    .await;
+    let room = app.resource(1).await;
+    let b = body(room, 10, 11);
+    // The request that claimed this key before an upgrade died; its claim stayed.
+    let (status, _, first) = keyed(&app, "alice", "left", &b).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let db = app.db().await;
+    db.execute("DELETE FROM outbox", &[]).await.unwrap();
+    db.execute("UPDATE reservations SET status = 'RELEASED' WHERE id::text = $1", &[&first["id"].as_str()])
+        .await
+        .unwrap();
+    db.execute(
+        "UPDATE idempotency_keys SET state = 'processing', response_status = NULL, response_body = NULL, \
+         locked_until = $1 WHERE key = 'left'",
+        &[&(shared::Clock::now(clock.as_ref()) + app.state.config.idempotency_lease)],
+    )
+    .await
+    .unwrap();
+
+    let (status, _, problem) = keyed(&app, "alice", "left", &b).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "idempotency-key-in-progress"));
+    clock.advance(app.state.config.idempotency_lease + Duration::seconds(1));
+    let (status, replayed, r) = keyed(&app, "alice", "left", &b).await;
+    assert_eq!((status, replayed.as_deref()), (StatusCode::CREATED, Some("false")), "{r}");
+    let (status, replayed, again) = keyed(&app, "alice", "left", &b).await;
     assert_eq!((status, replayed.as_deref(), &again["id"]), (StatusCode::CREATED, Some("true"), &r["id"]));
 }
 

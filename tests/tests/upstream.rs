@@ -9,6 +9,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::clock::ManualClock;
 use shared::events::{SqsPublisher, Topic, relay};
+use shared::intents::{ClaimOutcome, Executed};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -160,9 +161,11 @@ async fn a_worker_that_dies_after_the_upstream_accepted_is_settled_by_the_reaper
     let message = app.take_intent_messages().await.pop().unwrap();
     let intent_id: Uuid = serde_json::from_value(message.data["intent_id"].clone()).unwrap();
     // The worker claims, writes upstream (accepted), and dies before settling.
-    let claim = shared::intents::claim(&app.state, intent_id).await.unwrap().unwrap().unwrap();
+    let ClaimOutcome::Claimed(claim) = shared::intents::claim(&app.state, intent_id).await.unwrap() else {
+        panic!("the intent is claimable");
+    };
     let outcome = shared::intents::execute(&app.state, app.state.upstream.as_deref().unwrap(), &claim).await.unwrap();
-    assert!(matches!(outcome, Some(Some(shared::intents::Resolution::Succeeded { .. }))));
+    assert!(matches!(outcome, Executed::Resolved(shared::intents::Resolution::Succeeded { .. })));
     drop(claim);
     assert_eq!(reservation(&app, "alice", &r).await["intent"]["state"], "RESERVING");
 
@@ -438,7 +441,8 @@ async fn a_cancel_whose_worker_died_is_sent_again_by_the_reaper() {
     let (app, clock, message) = cancelled_booking(&upstream).await;
     let intent_id: Uuid = serde_json::from_value(message.data["intent_id"].clone()).unwrap();
     // Claimed, then its worker vanished before calling the upstream.
-    shared::intents::claim(&app.state, intent_id).await.unwrap().unwrap().unwrap();
+    let claimed = shared::intents::claim(&app.state, intent_id).await.unwrap();
+    assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");
     clock.advance(app.state.config.upstream.intent_lease + Duration::seconds(1));
     let report = sweeper::sweep(&app.state, &shared::events::LogPublisher, Default::default()).await;
     assert_eq!(report.reaper.as_ref().map(|r| (r.reaped, r.settled)), Some((1, 1)), "{report:?}");

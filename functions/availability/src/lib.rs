@@ -22,18 +22,19 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         return health(state).await;
     }
     let who = principal(req, &state.config)?;
-    let client = state.pool.get().await?;
     let now = state.clock.now();
     let reply = match matched.spec.op {
         Op::GetAvailability => {
             let id = matched.id(ApiError::ResourceNotFound)?;
             let (from, to) = window(req)?;
             booking::check_window(from, to, state.config.max_availability_window)?;
-            let resource = booking::get_resource(&client, id).await?;
+            let resource = booking::get_resource(&state.pool.get().await?, id).await?;
+            // No connection is held while the upstream's view is read: it takes its own.
             let external = match (&resource.upstream_ref, &state.upstream) {
                 (Some(seat), Some(upstream)) => {
                     let cfg = &state.config.upstream;
-                    match cache::view(&client, state.clock.as_ref(), upstream.as_ref(), cfg, seat, from, to).await? {
+                    match cache::view(&state.pool, state.clock.as_ref(), upstream.as_ref(), cfg, seat, from, to).await?
+                    {
                         Ok(blocks) => Some(blocks),
                         Err(UpstreamError::Unavailable { retry_after_seconds }) => {
                             return Err(ApiError::UpstreamUnavailable { retry_after: retry_after_seconds });
@@ -43,6 +44,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 }
                 _ => None,
             };
+            let client = state.pool.get().await?;
             Reply::json(
                 StatusCode::OK,
                 &booking::availability(&client, &resource, from, to, external.as_deref(), now).await?,
@@ -50,11 +52,11 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         }
         Op::GetReservation => {
             let id = matched.id(ApiError::ReservationNotFound)?;
-            Reply::json(StatusCode::OK, &booking::get_reservation(&client, &who, id, now).await?)
+            Reply::json(StatusCode::OK, &booking::get_reservation(&state.pool.get().await?, &who, id, now).await?)
         }
         Op::GetWaitlistEntry => {
             let id = matched.id(ApiError::WaitlistEntryNotFound)?;
-            Reply::json(StatusCode::OK, &booking::get_entry(&client, &who, id, now).await?)
+            Reply::json(StatusCode::OK, &booking::get_entry(&state.pool.get().await?, &who, id, now).await?)
         }
         _ => return Err(ApiError::RouteNotFound),
     };

@@ -56,10 +56,16 @@ pub async fn process_message(state: &AppState, message: &SqsMessage) -> bool {
     }
 }
 
-/// The Lambda handler: the messages of a batch are processed concurrently.
+/// The Lambda handler: the messages of a batch are processed concurrently, as many at
+/// once as the pool has connections (each holds at most one, and none while the
+/// upstream is called), so none of them fails for want of a connection.
 pub async fn handler(state: &AppState, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
+    use futures::StreamExt;
     let records = event.payload.records;
-    let outcomes = futures::future::join_all(records.iter().map(|m| process_message(state, m))).await;
+    let outcomes: Vec<bool> = futures::stream::iter(records.iter().map(|m| process_message(state, m)))
+        .buffered(state.config.db_pool_size.max(1))
+        .collect()
+        .await;
     let mut response = SqsBatchResponse::default();
     for (message, ok) in records.iter().zip(outcomes) {
         if !ok {

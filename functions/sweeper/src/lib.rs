@@ -5,7 +5,7 @@
 //! current-charge read, never by replaying the write), queues a new message for due
 //! intents whose message was lost or dead-lettered, relays unpublished outbox rows
 //! (events to the events queue, intent messages to the intents queue), and purges
-//! idempotency records past retention. Each task is bounded; the report says what each
+//! idempotency records and published outbox rows past retention. Each task is bounded; the report says what each
 //! did, and a task that fails does not stop the others.
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
@@ -26,6 +26,8 @@ pub struct SweepReport {
     pub events: Option<RelayReport>,
     pub intents: Option<RelayReport>,
     pub idempotency_purged: Option<u64>,
+    /// Published outbox rows past `OUTBOX_RETENTION_HOURS`, deleted.
+    pub outbox_purged: Option<u64>,
     /// Tasks that failed this run, by name; they run again next time.
     pub failed: Vec<&'static str>,
 }
@@ -60,6 +62,8 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
     report.intents = note(&mut report, "intents", intents);
     let purged = sweep::purge_idempotency(&state.pool, clock, bounds).await;
     report.idempotency_purged = note(&mut report, "idempotency", purged).map(|(n, _)| n);
+    let purged = sweep::purge_outbox(&state.pool, clock, bounds, state.config.outbox_retention).await;
+    report.outbox_purged = note(&mut report, "outbox", purged).map(|(n, _)| n);
     let lag = match state.pool.get().await {
         Ok(c) => shared::db::outbox::oldest_pending(&c).await.ok().flatten(),
         Err(_) => None,
@@ -76,6 +80,7 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
         ("IntentsRequeued", report.intents_requeued.unwrap_or(0) as f64, "Count"),
         ("EventsPublished", events.published as f64, "Count"),
         ("EventsPublishFailures", events.failed as f64, "Count"),
+        ("OutboxPurged", report.outbox_purged.unwrap_or(0) as f64, "Count"),
         ("SweepTasksFailed", report.failed.len() as f64, "Count"),
         ("OutboxLagSeconds", lag_seconds, "Seconds"),
     ]);

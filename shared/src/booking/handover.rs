@@ -9,16 +9,23 @@
 //! while someone who could use it waits. The big entry still comes first whenever
 //! enough frees at once, because it is always considered before those behind it.
 //!
+//! Every waiting entry is considered, however long the queue: the walk goes through
+//! it in pages by sequence number, and stops early only once no instant of the freed
+//! range has any capacity left. Whether an entry fits is first judged in memory,
+//! against the load read once per page, so that a long queue of entries that do not
+//! fit costs two reads a page, not a write each; the conditional insert still decides.
+//!
 //! Offers go through the same conditional insert as every reservation, so no waitlist
-//! path can exceed the capacity.
+//! path can exceed the capacity. That insert writes down the lapsed holds it overlaps
+//! first; what it expired on the way is handed over in turn, until nothing is left.
 
 use crate::db::{DbError, GenericClient, reservations, waitlist};
-use crate::domain::{Reservation, Resource, Source, Status, WaitlistStatus};
+use crate::domain::{Claim, Reservation, Resource, Source, Status, WaitlistStatus, free_pieces, peak_load};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
-/// How many waiting entries one hand-over looks at; the rest wait for the next.
-const CANDIDATES: i64 = 100;
+/// How many waiting entries one read of the queue brings.
+const PAGE: i64 = 200;
 
 /// Settles the offers among `freed` (their entries move on) and hands the freed
 /// capacity to the waitlist. Call under the resource lock, after the status change.
@@ -29,50 +36,124 @@ pub async fn on_freed(
     freed: &[Reservation],
     now: DateTime<Utc>,
 ) -> Result<u64, DbError> {
-    let Some(start) = freed.iter().map(|r| r.start).min() else { return Ok(0) };
-    let end = freed.iter().map(|r| r.end).max().unwrap_or(start);
-    let offers = |status: Status| -> Vec<Uuid> {
-        freed.iter().filter(|r| r.source == Source::WaitlistOffer && r.status == status).map(|r| r.id).collect()
+    let Some((start, end)) = span(freed) else { return Ok(0) };
+    settle_freed_offers(tx, freed, now).await?;
+    hand_over(tx, resource, start, end, now).await
+}
+
+/// Offers `[start, end)` to the waitlist, and then, in turn, whatever the offers'
+/// inserts expired on the way, until nothing more frees. Call under the resource lock.
+pub async fn hand_over(
+    tx: &impl GenericClient,
+    resource: &Resource,
+    mut start: DateTime<Utc>,
+    mut end: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<u64, DbError> {
+    let mut offered = 0;
+    loop {
+        let step = offer_range(tx, resource, start, end, now).await?;
+        offered += step.offered;
+        // Each round expires holds the rounds before did not: the loop ends.
+        let Some(next) = span(&step.expired) else { return Ok(offered) };
+        settle_freed_offers(tx, &step.expired, now).await?;
+        (start, end) = next;
+    }
+}
+
+fn span(rs: &[Reservation]) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    Some((rs.iter().map(|r| r.start).min()?, rs.iter().map(|r| r.end).max()?))
+}
+
+/// The entries behind offers that ended without being taken: a lapsed offer's entry
+/// expires, a declined (released) or failed one's is cancelled.
+async fn settle_freed_offers(
+    tx: &impl GenericClient,
+    freed: &[Reservation],
+    now: DateTime<Utc>,
+) -> Result<(), DbError> {
+    let offers = |statuses: &[Status]| -> Vec<Uuid> {
+        freed
+            .iter()
+            .filter(|r| r.source == Source::WaitlistOffer && statuses.contains(&r.status))
+            .map(|r| r.id)
+            .collect()
     };
-    waitlist::settle_offers(tx, &offers(Status::Expired), WaitlistStatus::Expired, now).await?;
-    let mut declined = offers(Status::Released);
-    declined.extend(offers(Status::Failed));
-    waitlist::settle_offers(tx, &declined, WaitlistStatus::Cancelled, now).await?;
-    offer_range(tx, resource, start, end, now).await
+    waitlist::settle_offers(tx, &offers(&[Status::Expired]), WaitlistStatus::Expired, now).await?;
+    waitlist::settle_offers(tx, &offers(&[Status::Released, Status::Failed]), WaitlistStatus::Cancelled, now).await?;
+    Ok(())
+}
+
+/// What one walk of the queue did.
+struct OfferStep {
+    offered: u64,
+    /// Lapsed holds that the offers' inserts wrote down on the way: freed capacity too.
+    expired: Vec<Reservation>,
 }
 
 /// Offers capacity in `[start, end)` to the waiting entries that now fit, first come
-/// first served.
-pub async fn offer_range(
+/// first served. Call under the resource lock.
+async fn offer_range(
     tx: &impl GenericClient,
     resource: &Resource,
     start: DateTime<Utc>,
     end: DateTime<Utc>,
     now: DateTime<Utc>,
-) -> Result<u64, DbError> {
-    let mut offered = 0;
-    for entry in waitlist::waiting_overlapping(tx, resource.id, start, end, now, CANDIDATES).await? {
-        let offer = reservations::insert_if_fits(
-            tx,
-            &reservations::NewReservation {
-                id: Uuid::now_v7(),
-                resource_id: resource.id,
-                resource_capacity: resource.capacity,
-                owner: &entry.owner,
-                start: entry.start,
-                end: entry.end,
-                quantity: entry.quantity,
-                status: Status::Held,
-                expires_at: Some(now + Duration::seconds(resource.offer_ttl_seconds.into())),
-                source: Source::WaitlistOffer,
-                now,
-            },
-        )
-        .await?;
-        if let Some(offer) = offer {
-            waitlist::mark_offered(tx, entry.id, offer.id, now).await?;
-            offered += 1;
+) -> Result<OfferStep, DbError> {
+    let capacity = i64::from(resource.capacity);
+    let mut step = OfferStep { offered: 0, expired: Vec::new() };
+    let mut after = 0;
+    loop {
+        let page = waitlist::waiting_overlapping(tx, resource.id, (start, end), now, after, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        // The load over every entry of this page, as this transaction sees it now
+        // (lapsed holds do not count: the insert writes them down).
+        let window = (
+            page.iter().map(|e| e.start).min().unwrap_or(start).min(start),
+            page.iter().map(|e| e.end).max().unwrap_or(end).max(end),
+        );
+        let mut claims: Vec<Claim> = reservations::active_in_window(tx, resource.id, window.0, window.1, now)
+            .await?
+            .iter()
+            .map(Reservation::claim)
+            .collect();
+        for entry in &page {
+            if free_pieces(start, end, capacity, &claims).is_empty() {
+                // Not one instant of the freed range has room left: nobody else fits.
+                return Ok(step);
+            }
+            let quantity = i64::from(entry.quantity);
+            if peak_load(entry.start, entry.end, &claims) + quantity > capacity {
+                continue;
+            }
+            let inserted = reservations::insert_if_fits(
+                tx,
+                &reservations::NewReservation {
+                    id: Uuid::now_v7(),
+                    resource_id: resource.id,
+                    resource_capacity: resource.capacity,
+                    owner: &entry.owner,
+                    start: entry.start,
+                    end: entry.end,
+                    quantity: entry.quantity,
+                    status: Status::Held,
+                    expires_at: Some(now + Duration::seconds(resource.offer_ttl_seconds.into())),
+                    source: Source::WaitlistOffer,
+                    now,
+                },
+            )
+            .await?;
+            step.expired.extend(inserted.expired);
+            if let Some(offer) = inserted.reservation {
+                waitlist::mark_offered(tx, entry.id, offer.id, now).await?;
+                claims.push(offer.claim());
+                step.offered += 1;
+            }
+        }
+        if (page.len() as i64) < PAGE {
+            break;
         }
     }
-    Ok(offered)
+    Ok(step)
 }

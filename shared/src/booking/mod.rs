@@ -2,15 +2,22 @@
 //! none opens or commits a transaction itself, so a caller can compose several (and an
 //! idempotency record) into one.
 //!
-//! Lock order, everywhere: the resource row first, then reservation rows. Every path
-//! that changes a resource's load takes the resource lock, so those paths serialize per
-//! resource and never deadlock; paths on different resources never contend.
+//! # The lock order
+//!
+//! One order for the whole codebase: **the resource row, then its intents, then
+//! reservation rows, then waitlist entries.** A path may skip a level (a confirm locks
+//! only its reservation, then settles its entry) but never goes back up one. Every
+//! path that changes a resource's load takes the resource lock first, so those paths
+//! serialize per resource and never deadlock; paths on different resources never
+//! contend. Each lock is taken in a round trip of its own, never pipelined with the
+//! statements after it (`try_join!` on one transaction): on a fresh connection
+//! pipelined statements were seen to run out of order, against this order.
 
 mod handover;
 pub mod sweep;
 mod waitlist;
 
-pub use handover::on_freed;
+pub use handover::{hand_over, on_freed};
 pub use waitlist::{JoinRequest, get_entry, join_waitlist, leave_waitlist};
 
 use crate::db::{self, DbError, GenericClient, intents, outbox, reservations, resources};
@@ -216,15 +223,15 @@ pub async fn reserve(
         // Taken at this instant by live claims: refused without a lock or a write.
         return Ok(Reserved::Unavailable);
     }
+    // The lock first, in a round trip of its own: every statement after it reads a
+    // snapshot taken after the lock was granted, which includes every committed
+    // competitor. (Pipelined with what follows, a statement was seen to run before the
+    // lock on a fresh connection: a snapshot from before the wait, or reservation rows
+    // locked before the resource, against the lock order.)
+    resources::lock(tx, resource.id).await?;
     if pre.lapsed {
-        // The lock and the inline expiry go out together. The expiry may read a snapshot
-        // from before the lock wait, which is safe for an UPDATE (each row is re-checked
-        // on its latest version) and it finds only holds that lapsed already. Capacity
-        // that lapsed goes to the waitlist first, not to whoever asks next.
-        let (_, lapsed) = tokio::try_join!(
-            resources::lock(tx, resource.id),
-            reservations::expire_lapsed_overlapping(tx, resource.id, req.start, req.end, now),
-        )?;
+        // Capacity that lapsed goes to the waitlist first, not to whoever asks next.
+        let lapsed = reservations::expire_lapsed_overlapping(tx, resource.id, req.start, req.end, now).await?;
         on_freed(tx, &resource, &lapsed, now).await?;
     }
     let (status, expires_at) = match (req.confirm, upstream) {
@@ -247,21 +254,28 @@ pub async fn reserve(
         source: Source::Request,
         now,
     };
-    // The lock first, in a round trip of its own: the insert's snapshot must be taken
-    // after the lock is granted, so that it includes every committed competitor. (Sent
-    // pipelined behind the lock, the insert was seen to read a snapshot from before the
-    // wait, and the randomized capacity test caught the overbooking.) After the lapsed
-    // path above the lock is held already and taking it again is free.
-    resources::lock(tx, resource.id).await?;
     let inserted = reservations::insert_if_fits(tx, &new).await;
-    match inserted {
-        Ok(Some(mut r)) => {
+    let inserted = match inserted {
+        Ok(inserted) => inserted,
+        // The exclusion constraint fired: some path skipped the lock. Still a loss, and
+        // the transaction is aborted, so this one is an error the caller rolls back.
+        Err(e) if e.sql_state() == Some(&tokio_postgres::error::SqlState::EXCLUSION_VIOLATION) => {
+            tracing::warn!("exclusion constraint refused an overlapping reservation");
+            return Err(BookingError::SlotUnavailable);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // A hold that lapsed between the precheck and the lock was written down by the
+    // insert itself; its capacity goes on to the waitlist with what is left.
+    on_freed(tx, &resource, &inserted.expired, now).await?;
+    match inserted.reservation {
+        Some(mut r) => {
             if r.status == Status::Confirming {
                 r.intent = Some(request_intent(tx, &r, &resource, approval, now).await?);
             }
             Ok(Reserved::Reserved(r))
         }
-        Ok(None) => {
+        None => {
             // Lost under the lock. The transaction still commits (it may have handed
             // lapsed capacity over), but a crash that lost this commit would lose only
             // a refusal, or work the next request or sweep redoes: no need to wait for
@@ -269,13 +283,6 @@ pub async fn reserve(
             tx.execute("SET LOCAL synchronous_commit TO OFF", &[]).await.map_err(DbError::from)?;
             Ok(Reserved::Unavailable)
         }
-        // The exclusion constraint fired: some path skipped the lock. Still a loss, and
-        // the transaction is aborted, so this one is an error the caller rolls back.
-        Err(e) if e.sql_state() == Some(&tokio_postgres::error::SqlState::EXCLUSION_VIOLATION) => {
-            tracing::warn!("exclusion constraint refused an overlapping reservation");
-            Err(BookingError::SlotUnavailable)
-        }
-        Err(e) => Err(e.into()),
     }
 }
 

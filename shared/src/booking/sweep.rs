@@ -1,11 +1,12 @@
 //! The scheduled work: expire what lapsed (and hand it over), expire waiting entries
-//! whose range has passed, purge idempotency records past retention. Each task is
+//! whose range has passed, purge idempotency records and published outbox rows past
+//! retention. Each task is
 //! bounded in rows and in time and reports what it did; what is left is the next
 //! run's.
 
 use super::on_freed;
 use crate::Clock;
-use crate::db::{DbError, idempotency, reservations, resources, waitlist};
+use crate::db::{DbError, idempotency, outbox, reservations, resources, waitlist};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -102,4 +103,16 @@ pub async fn expire_passed_waiting(pool: &Pool, clock: &dyn Clock, bounds: Bound
 pub async fn purge_idempotency(pool: &Pool, clock: &dyn Clock, bounds: Bounds) -> Result<(u64, bool), DbError> {
     let client = pool.get().await?;
     drain(bounds, || idempotency::purge_expired(&client, clock.now(), bounds.batch)).await
+}
+
+/// Published outbox rows older than `retention` are deleted: consumers have them, and
+/// the table would otherwise grow with every state change forever.
+pub async fn purge_outbox(
+    pool: &Pool,
+    clock: &dyn Clock,
+    bounds: Bounds,
+    retention: chrono::Duration,
+) -> Result<(u64, bool), DbError> {
+    let client = pool.get().await?;
+    drain(bounds, || outbox::purge_published(&client, clock.now() - retention, bounds.batch)).await
 }

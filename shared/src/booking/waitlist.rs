@@ -1,6 +1,6 @@
 //! Joining, reading and leaving a resource's waitlist.
 
-use super::handover::{offer_range, on_freed};
+use super::handover::{hand_over, on_freed};
 use super::{BookingError, invalid};
 use crate::db::{GenericClient, reservations, resources, waitlist};
 use crate::domain::{Limits, Principal, Status, WaitlistEntry, WaitlistStatus, validate_range};
@@ -30,15 +30,14 @@ pub async fn join_waitlist(
     if req.quantity < 1 {
         return Err(invalid("quantity", "must be at least 1"));
     }
-    let (resource, lapsed) = tokio::try_join!(
-        resources::lock(tx, req.resource_id),
-        reservations::expire_lapsed_overlapping(tx, req.resource_id, req.start, req.end, now),
-    )?;
-    let resource = resource.ok_or(BookingError::ResourceNotFound)?;
+    // The lock in a round trip of its own, before any reservation row is touched (the
+    // lock order, and a snapshot that follows the lock).
+    let resource = resources::lock(tx, req.resource_id).await?.ok_or(BookingError::ResourceNotFound)?;
     if req.quantity > resource.capacity {
         return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
     }
     // Whoever was already waiting gets the lapsed capacity before this newcomer.
+    let lapsed = reservations::expire_lapsed_overlapping(tx, resource.id, req.start, req.end, now).await?;
     on_freed(tx, &resource, &lapsed, now).await?;
     let entry = waitlist::insert(
         tx,
@@ -53,7 +52,7 @@ pub async fn join_waitlist(
         },
     )
     .await?;
-    offer_range(tx, &resource, req.start, req.end, now).await?;
+    hand_over(tx, &resource, req.start, req.end, now).await?;
     waitlist::get(tx, entry.id, now).await?.ok_or(BookingError::WaitlistEntryNotFound)
 }
 
@@ -79,18 +78,26 @@ pub async fn leave_waitlist(
     id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<WaitlistEntry, BookingError> {
+    // The lock order: resource, then the offer's reservation, then the entry. Under the
+    // resource lock the entry's offer cannot change (hand-overs take that lock), so
+    // the unlocked read names the reservation to lock before the entry.
     let resource_id = waitlist::resource_of(tx, id).await?.ok_or(BookingError::WaitlistEntryNotFound)?;
     let resource = resources::lock(tx, resource_id).await?.ok_or(BookingError::WaitlistEntryNotFound)?;
-    let entry = match waitlist::lock(tx, id).await? {
-        Some(e) if e.owner == who.id => e,
+    let offer_id = match waitlist::get(tx, id, now).await? {
+        Some(e) if e.owner == who.id => e.reservation_id,
         _ => return Err(BookingError::WaitlistEntryNotFound),
     };
-    match (entry.status, entry.reservation_id) {
+    let offer = match offer_id {
+        Some(offer_id) => reservations::lock(tx, offer_id).await?,
+        None => None,
+    };
+    let entry = waitlist::lock(tx, id).await?.ok_or(BookingError::WaitlistEntryNotFound)?;
+    match (entry.status, offer) {
         (WaitlistStatus::Waiting, _) => {
             waitlist::set_status(tx, id, WaitlistStatus::Cancelled, now).await?;
         }
-        (WaitlistStatus::Offered, Some(offer_id)) => {
-            let offer = reservations::lock(tx, offer_id).await?.ok_or(BookingError::WaitlistEntryNotFound)?;
+        (WaitlistStatus::Offered, Some(offer)) => {
+            let offer_id = offer.id;
             if offer.status == Status::Held {
                 let next = if offer.is_lapsed(now) { Status::Expired } else { Status::Released };
                 let offer = reservations::set_status(tx, offer_id, next, None, now).await?;

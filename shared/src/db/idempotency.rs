@@ -1,9 +1,10 @@
 //! SQL for the `idempotency_keys` table.
 //!
-//! A key's row is claimed (`processing`, with a lease and an owner token) in a short
-//! transaction of its own, then completed with the stored response in the same
-//! transaction as the mutation it guards. A retry finds the stored response, or the
-//! live lease of its original, or a lapsed lease it may take over.
+//! A key's row is claimed (`processing`) and completed with the stored response in the
+//! transaction of the mutation it guards: one commit per request. A retry finds the
+//! stored response, or waits on the primary key for its original's transaction to end
+//! (see `idempotency_claim` in migration V6). A failure the client may not retry
+//! unchanged (a 4xx) is stored on its own after the rollback.
 
 use super::{DbError, GenericClient};
 use chrono::{DateTime, Utc};
@@ -18,65 +19,75 @@ pub struct KeyRef<'a> {
     pub key: &'a str,
 }
 
-/// Inserts a fresh claim, or takes over a lapsed one for the very same request.
-/// Returns a row only when this caller now owns the key; `inserted` tells a new claim
-/// from a takeover.
-pub const CLAIM: &str = "INSERT INTO idempotency_keys (principal, method, route, key, fingerprint, state, \
-     owner_token, locked_until, created_at, expires_at) \
-     VALUES ($1, $2, $3, $4, $5, 'processing', $6, $7, $8, $9) \
-     ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO UPDATE \
-     SET owner_token = EXCLUDED.owner_token, locked_until = EXCLUDED.locked_until \
-     WHERE idempotency_keys.state = 'processing' AND idempotency_keys.locked_until <= $8 \
-       AND idempotency_keys.fingerprint = EXCLUDED.fingerprint \
-     RETURNING (xmax = 0) AS inserted";
+/// Claims the key in the caller's transaction: true when this request now owns it,
+/// false when an answer is stored (or a claim committed by the older scheme is live).
+/// Waits at most `$10` for a concurrent original; past that, `lock_not_available`.
+pub const CLAIM: &str = "SELECT idempotency_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
 pub const READ: &str = "SELECT fingerprint, state, locked_until, response_status, response_headers, response_body \
      FROM idempotency_keys WHERE principal = $1 AND method = $2 AND route = $3 AND key = $4";
 
-/// Stores the response; only the current owner of the claim can.
-pub const COMPLETE: &str = "UPDATE idempotency_keys SET state = 'completed', response_status = $6, \
-     response_headers = $7, response_body = $8, locked_until = $9 \
-     WHERE principal = $1 AND method = $2 AND route = $3 AND key = $4 \
-       AND owner_token = $5 AND state = 'processing'";
+/// Stores the response, in the transaction that claimed the key (so the claim is ours).
+pub const COMPLETE: &str = "UPDATE idempotency_keys SET state = 'completed', response_status = $5, \
+     response_headers = $6, response_body = $7, locked_until = $8 \
+     WHERE principal = $1 AND method = $2 AND route = $3 AND key = $4 AND state = 'processing'";
 
-/// Gives a claim back after a failure that must not be replayed (a 5xx), so that a
-/// retry runs the request afresh instead of waiting out the lease.
-pub const ABANDON: &str = "DELETE FROM idempotency_keys \
-     WHERE principal = $1 AND method = $2 AND route = $3 AND key = $4 \
-       AND owner_token = $5 AND state = 'processing'";
+/// Stores a final failure (a 4xx) on its own, after the mutation's transaction rolled
+/// back and took its claim with it. A retry that claimed the key meanwhile keeps its
+/// own answer.
+pub const STORE_FAILURE: &str = "INSERT INTO idempotency_keys (principal, method, route, key, fingerprint, state, \
+     owner_token, locked_until, response_status, response_headers, response_body, created_at, expires_at) \
+     VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $7, $11) \
+     ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO NOTHING";
 
 /// Bounded retention purge, for the scheduled function.
 pub const PURGE_EXPIRED: &str = "DELETE FROM idempotency_keys WHERE ctid IN ( \
      SELECT ctid FROM idempotency_keys WHERE expires_at < $1 ORDER BY expires_at LIMIT $2)";
-
-pub struct Claim {
-    pub owner_token: Uuid,
-    pub takeover: bool,
-}
 
 pub enum Stored {
     Completed { fingerprint: Vec<u8>, status: u16, headers: serde_json::Value, body: Vec<u8> },
     Processing { fingerprint: Vec<u8>, locked_until: DateTime<Utc> },
 }
 
-#[allow(clippy::too_many_arguments)]
+/// See [`CLAIM`].
 pub async fn claim(
     c: &impl GenericClient,
     k: &KeyRef<'_>,
     fingerprint: &[u8],
     owner_token: Uuid,
-    locked_until: DateTime<Utc>,
-    now: DateTime<Utc>,
-    expires_at: DateTime<Utc>,
-) -> Result<Option<Claim>, DbError> {
+    lease: Lease,
+    wait: std::time::Duration,
+) -> Result<bool, DbError> {
     let stmt = c.prepare_cached(CLAIM).await?;
+    // At least a millisecond: a lock_timeout of 0 would wait forever.
+    let wait = format!("{}ms", wait.as_millis().max(1));
     let row = c
-        .query_opt(
+        .query_one(
             &stmt,
-            &[&k.principal, &k.method, &k.route, &k.key, &fingerprint, &owner_token, &locked_until, &now, &expires_at],
+            &[
+                &k.principal,
+                &k.method,
+                &k.route,
+                &k.key,
+                &fingerprint,
+                &owner_token,
+                &lease.locked_until,
+                &lease.now,
+                &lease.expires_at,
+                &wait,
+            ],
         )
         .await?;
-    Ok(row.map(|row| Claim { owner_token, takeover: !row.get::<_, bool>("inserted") }))
+    Ok(row.try_get(0)?)
+}
+
+/// The times a claim records: now, how long the claim stands (for rows of the older
+/// scheme, which committed their claims), and when the record may be purged.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease {
+    pub now: DateTime<Utc>,
+    pub locked_until: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
 }
 
 pub async fn read(c: &impl GenericClient, k: &KeyRef<'_>) -> Result<Option<Stored>, DbError> {
@@ -101,27 +112,52 @@ pub async fn read(c: &impl GenericClient, k: &KeyRef<'_>) -> Result<Option<Store
     }))
 }
 
-/// `false` when the claim is no longer ours (it lapsed and a retry took it over).
+/// See [`COMPLETE`]; call it in the transaction that claimed the key.
 pub async fn complete(
     c: &impl GenericClient,
     k: &KeyRef<'_>,
-    owner_token: Uuid,
     status: u16,
     headers: &serde_json::Value,
     body: &[u8],
     now: DateTime<Utc>,
-) -> Result<bool, DbError> {
+) -> Result<(), DbError> {
     let stmt = c.prepare_cached(COMPLETE).await?;
     let status = status as i16;
-    let n = c
-        .execute(&stmt, &[&k.principal, &k.method, &k.route, &k.key, &owner_token, &status, headers, &body, &now])
-        .await?;
-    Ok(n == 1)
+    let n = c.execute(&stmt, &[&k.principal, &k.method, &k.route, &k.key, &status, headers, &body, &now]).await?;
+    if n != 1 {
+        return Err(DbError::Corrupt(format!("idempotency key {} not claimed in this transaction", k.key)));
+    }
+    Ok(())
 }
 
-pub async fn abandon(c: &impl GenericClient, k: &KeyRef<'_>, owner_token: Uuid) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(ABANDON).await?;
-    c.execute(&stmt, &[&k.principal, &k.method, &k.route, &k.key, &owner_token]).await?;
+/// See [`STORE_FAILURE`].
+pub async fn store_failure(
+    c: &impl GenericClient,
+    k: &KeyRef<'_>,
+    fingerprint: &[u8],
+    reply: (u16, &serde_json::Value, &[u8]),
+    lease: Lease,
+) -> Result<(), DbError> {
+    let stmt = c.prepare_cached(STORE_FAILURE).await?;
+    let (status, headers, body) = reply;
+    let status = status as i16;
+    c.execute(
+        &stmt,
+        &[
+            &k.principal,
+            &k.method,
+            &k.route,
+            &k.key,
+            &fingerprint,
+            &Uuid::new_v4(),
+            &lease.now,
+            &status,
+            headers,
+            &body,
+            &lease.expires_at,
+        ],
+    )
+    .await?;
     Ok(())
 }
 

@@ -33,6 +33,11 @@ pub enum DbError {
     /// No connection could be had or it broke: the caller may retry later.
     #[error("the database is unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The statement gave way to another one: a lock or statement timeout, a deadlock,
+    /// a serialization failure. Nothing was changed, and the same request may succeed
+    /// when tried again.
+    #[error("the database is busy")]
+    Busy(#[source] tokio_postgres::Error),
     #[error("database query failed")]
     Query(#[source] tokio_postgres::Error),
     #[error("a stored value is not one this code knows: {0}")]
@@ -43,7 +48,7 @@ impl DbError {
     /// The SQLSTATE of a server-side error, such as `23P01` for an exclusion violation.
     pub fn sql_state(&self) -> Option<&tokio_postgres::error::SqlState> {
         match self {
-            DbError::Query(e) => e.code(),
+            DbError::Query(e) | DbError::Busy(e) => e.code(),
             _ => None,
         }
     }
@@ -65,7 +70,19 @@ impl From<tokio_postgres::Error> for DbError {
                 // No SQLSTATE at all means the error came from the socket, not the server.
                 None => e.as_db_error().is_none(),
             };
-        if unavailable { DbError::Unavailable(Box::new(e)) } else { DbError::Query(e) }
+        let busy = e.code().is_some_and(|code| {
+            *code == SqlState::LOCK_NOT_AVAILABLE
+                || *code == SqlState::QUERY_CANCELED
+                || *code == SqlState::T_R_DEADLOCK_DETECTED
+                || *code == SqlState::T_R_SERIALIZATION_FAILURE
+        });
+        if unavailable {
+            DbError::Unavailable(Box::new(e))
+        } else if busy {
+            DbError::Busy(e)
+        } else {
+            DbError::Query(e)
+        }
     }
 }
 
@@ -128,11 +145,17 @@ pub fn tls(config: &Config) -> Result<MakeRustlsConnect, ConfigError> {
 }
 
 /// A pool that connects lazily: building it does no I/O, so cold start stays cheap.
+///
+/// A connection is checked with an empty query before it is handed out (`Verified`,
+/// one round trip with no parse or plan). Checking only whether the socket is known to
+/// be closed (`Fast`) handed out connections whose backend had been terminated but
+/// whose close had not arrived yet: the request after a failover or a killed backend
+/// then failed with 503 where it could have run.
 pub fn pool(config: &Config) -> Result<Pool, ConfigError> {
     let manager = Manager::from_config(
         pg_config(config)?,
         tls(config)?,
-        ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        ManagerConfig { recycling_method: RecyclingMethod::Verified },
     );
     Ok(Pool::builder(manager)
         .max_size(config.db_pool_size)

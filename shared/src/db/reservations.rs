@@ -43,16 +43,34 @@ macro_rules! event_payload {
     };
 }
 
-/// Inserts the reservation only if, at every instant of its range, the load of the
-/// active, unlapsed reservations plus its quantity stays within the capacity.
+/// Writes down the lapse of the holds that overlap the new reservation, then inserts it
+/// only if, at every instant of its range, the load of the active reservations plus its
+/// quantity stays within the capacity. Returns the inserted row (`inserted` true) and
+/// the holds it expired (`inserted` false), for the caller to hand over.
+///
+/// The expiry comes first because the exclusion constraint cannot know the time: a
+/// lapsed hold still counts for it until its status says so. Sub-statements of one
+/// `WITH` run in no fixed order, so the insert reads a count of the expired rows
+/// (`gate`): that data dependency makes PostgreSQL finish the expiry before it inserts.
 ///
 /// The load is a sweep over the overlapping claims: +quantity at each (clipped) start,
 /// -quantity at each end, ends first at one instant so that ranges are half-open; the
 /// running sum's maximum is the peak. Run it only while holding the resource lock
-/// ([`super::resources::lock`]), so the snapshot it reads includes every committed
-/// competitor.
+/// ([`super::resources::lock`]) and in a statement of its own after it, so that its
+/// snapshot includes every committed competitor.
 pub const INSERT_IF_FITS: &str = concat!(
-    "WITH claims AS (",
+    "WITH exp AS (",
+    "  UPDATE reservations SET status = 'EXPIRED', updated_at = $12 ",
+    "  WHERE resource_id = $2 AND status = 'HELD' AND expires_at <= $12 AND period && tstzrange($5, $6, '[)') ",
+    "  RETURNING ",
+    columns!(),
+    "), exp_ev AS (",
+    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
+    "  SELECT 'reservation.expired', exp.id, ",
+    event_payload!("exp"),
+    ", $12, $12 FROM exp",
+    "), gate AS (SELECT count(*) AS expired FROM exp",
+    "), claims AS (",
     "  SELECT starts_at, ends_at, quantity FROM reservations",
     "  WHERE resource_id = $2 AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')",
     "    AND period && tstzrange($5, $6, '[)')",
@@ -67,7 +85,7 @@ pub const INSERT_IF_FITS: &str = concat!(
     "), ins AS (",
     "  INSERT INTO reservations (id, resource_id, resource_capacity, owner, starts_at, ends_at, ",
     "  quantity, status, expires_at, failure_reason, source, created_at, updated_at) ",
-    "  SELECT $1, $2, $3::int4, $4, $5, $6, $7::int4, $8, $9, $10, $11, $12, $12 FROM peak ",
+    "  SELECT $1, $2, $3::int4, $4, $5, $6, $7::int4, $8, $9, $10, $11, $12, $12 FROM peak, gate ",
     "  WHERE peak.load + $7::int4 <= $3::int4 ",
     "  RETURNING ",
     columns!(),
@@ -77,9 +95,11 @@ pub const INSERT_IF_FITS: &str = concat!(
     event_payload!("ins"),
     // A CONFIRMING booking records its event when the system of record settles it.
     ", $12, $12 FROM ins WHERE ins.status IN ('HELD', 'CONFIRMED')",
-    ") SELECT ",
+    ") SELECT true AS inserted, ",
     columns!(),
-    " FROM ins"
+    " FROM ins UNION ALL SELECT false, ",
+    columns!(),
+    " FROM exp"
 );
 
 /// The look before the lock: the resource, the peak load over the range now, and
@@ -208,14 +228,23 @@ pub struct NewReservation<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// The conditional insert (see [`INSERT_IF_FITS`]); `None` means the capacity is taken.
-pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> Result<Option<Reservation>, DbError> {
+/// What the conditional insert did.
+#[derive(Debug)]
+pub struct Inserted {
+    /// `None`: the capacity is taken.
+    pub reservation: Option<Reservation>,
+    /// Lapsed holds over the range that it wrote down first; the caller hands them over.
+    pub expired: Vec<Reservation>,
+}
+
+/// The conditional insert (see [`INSERT_IF_FITS`]).
+pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> Result<Inserted, DbError> {
     let stmt = c.prepare_cached(INSERT_IF_FITS).await?;
     let status = status_str(r.status);
     let source = source_str(r.source);
     let no_failure: Option<&str> = None;
-    let row = c
-        .query_opt(
+    let rows = c
+        .query(
             &stmt,
             &[
                 &r.id,
@@ -233,7 +262,16 @@ pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> R
             ],
         )
         .await?;
-    row.as_ref().map(from_row).transpose()
+    let mut out = Inserted { reservation: None, expired: Vec::new() };
+    for row in &rows {
+        let reservation = from_row(row)?;
+        if row.try_get("inserted")? {
+            out.reservation = Some(reservation);
+        } else {
+            out.expired.push(reservation);
+        }
+    }
+    Ok(out)
 }
 
 pub struct Precheck {

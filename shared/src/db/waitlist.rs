@@ -66,13 +66,15 @@ pub const LOCK: &str = concat!(
 
 pub const RESOURCE_OF: &str = "SELECT resource_id FROM waitlist_entries WHERE id = $1";
 
-/// Waiting entries that a freed range may serve, first come first served.
+/// Waiting entries that a freed range may serve, first come first served: the next
+/// page after sequence number `$5` (keyset pagination, so a long queue is walked in
+/// pages of `$6` without skipping or repeating an entry).
 pub const WAITING_OVERLAPPING: &str = concat!(
     "SELECT ",
     columns!(),
     ", NULL::bigint AS position, false AS offer_lapsed FROM waitlist_entries w ",
     "WHERE w.resource_id = $1 AND w.status = 'WAITING' AND w.period && tstzrange($2, $3, '[)') AND w.ends_at > $4 ",
-    "ORDER BY w.seq LIMIT $5"
+    "AND w.seq > $5 ORDER BY w.seq LIMIT $6"
 );
 
 pub const MARK_OFFERED: &str = concat!(
@@ -144,16 +146,17 @@ pub async fn resource_of(c: &impl GenericClient, id: Uuid) -> Result<Option<Uuid
     Ok(c.query_opt(&stmt, &[&id]).await?.map(|row| row.get(0)))
 }
 
+/// A page of [`WAITING_OVERLAPPING`]: waiting entries after sequence number `after`.
 pub async fn waiting_overlapping(
     c: &impl GenericClient,
     resource_id: Uuid,
-    start: DateTime<Utc>,
-    end: DateTime<Utc>,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
     now: DateTime<Utc>,
+    after: i64,
     limit: i64,
 ) -> Result<Vec<WaitlistEntry>, DbError> {
     let stmt = c.prepare_cached(WAITING_OVERLAPPING).await?;
-    c.query(&stmt, &[&resource_id, &start, &end, &now, &limit]).await?.iter().map(from_row).collect()
+    c.query(&stmt, &[&resource_id, &start, &end, &now, &after, &limit]).await?.iter().map(from_row).collect()
 }
 
 pub async fn mark_offered(

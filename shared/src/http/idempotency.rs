@@ -2,14 +2,17 @@
 //!
 //! Outcomes for a request that carries `Idempotency-Key` (scoped to principal, method
 //! and route; the fingerprint covers method, path and canonical body):
-//! - New: claim the key, run the mutation, store the response in the mutation's own
-//!   transaction; the answer says `Idempotency-Replayed: false`.
+//! - New: claim the key, run the mutation and store the response, all in the
+//!   mutation's own transaction: one commit. The answer says `Idempotency-Replayed:
+//!   false`.
 //! - Replay: the stored status and body, with `Idempotency-Replayed: true`.
 //! - Reused: 422 when the key belongs to a different request.
 //! - In progress: a retry that arrives while its original runs waits for it (bounded
-//!   by `IDEMPOTENCY_WAIT_MS`) and gets the replay; past that bound, 409 with
-//!   `Retry-After`. It never loses a race against itself.
-//! - Takeover: a claim whose lease lapsed (its function died) goes to the retry.
+//!   by `IDEMPOTENCY_WAIT_MS`, and holding no connection between polls) and gets the
+//!   replay; past that bound, 409 with `Retry-After`. It never loses a race against
+//!   itself: the original's uncommitted claim holds the key's primary key.
+//! - Takeover: an original that dies takes its claim with it (its transaction
+//!   aborts), so the retry runs at once; no lease has to lapse.
 
 use super::{ApiError, JSON, PROBLEM_JSON, Reply, mark_replayed};
 use crate::AppState;
@@ -80,115 +83,129 @@ pub async fn run_idempotent(
     canonical_body: &[u8],
     op: impl AsyncFnOnce(&Transaction<'_>) -> Result<Reply, ApiError>,
 ) -> Result<Response<Body>, ApiError> {
-    let key = key_of(req)?;
-    let mut client = state.pool.get().await?;
-    let Some(key) = key else {
+    let Some(key) = key_of(req)? else {
+        let mut client = state.pool.get().await?;
         let tx = client.transaction().await?;
-        return match op(&tx).await {
-            Ok(reply) => {
-                tx.commit().await?;
-                Ok(reply.into_response())
-            }
-            Err(e) => Err(e),
-        };
+        let reply = op(&tx).await?;
+        tx.commit().await?;
+        return Ok(reply.into_response());
     };
-
     let k = KeyRef { principal: &who.id, method: req.method().as_str(), route, key };
     let fp = fingerprint(req, canonical_body);
-    let token = Uuid::new_v4();
-    let cfg = &state.config;
-    let started = Instant::now();
-    let mut pause = Duration::from_millis(5);
-    let claim = loop {
-        let now = state.clock.now();
-        // The claim commits on its own, without waiting for the disk: if it were lost
-        // in a crash, nothing that depends on it could have committed (the mutation's
-        // synchronous commit flushes the claim's WAL first).
+    let mut op = Some(op);
+    let mut poll = Poll::new(state);
+    loop {
+        let mut client = state.pool.get().await?;
         let tx = client.transaction().await?;
-        tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await?;
-        let claimed =
-            idempotency::claim(&tx, &k, &fp, token, now + cfg.idempotency_lease, now, now + cfg.idempotency_retention)
-                .await?;
-        tx.commit().await?;
-        if let Some(claim) = claimed {
-            if claim.takeover {
-                tracing::info!(key = k.key, "took over an idempotency key whose lease lapsed");
+        let now = state.clock.now();
+        let in_flight = match idempotency::claim(&tx, &k, &fp, Uuid::new_v4(), lease(state, now), poll.slice()).await {
+            Ok(true) => {
+                let op = op.take().expect("the request runs once: it returns right after");
+                return run_claimed(state, &k, &fp, tx, op).await;
             }
-            break claim;
-        }
-        match idempotency::read(&client, &k).await? {
-            // Given back by a failed original between our two statements: claim again.
-            None => continue,
+            Ok(false) => false,
+            Err(e) if e.sql_state() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => true,
+            Err(e) => return Err(e.into()),
+        };
+        tx.rollback().await?;
+        let stored = idempotency::read(&client, &k).await?;
+        drop(client);
+        match stored {
             Some(Stored::Completed { fingerprint, status, headers, body }) => {
                 if fingerprint != fp {
                     return Err(ApiError::IdempotencyKeyReused);
                 }
                 return Ok(mark_replayed(stored_reply(status, &headers, body).into_response(), true));
             }
-            Some(Stored::Processing { fingerprint, locked_until }) => {
-                if fingerprint != fp {
-                    return Err(ApiError::IdempotencyKeyReused);
-                }
-                if locked_until <= now {
-                    continue;
-                }
-                if started.elapsed() >= cfg.idempotency_wait {
-                    let secs = (locked_until - now).num_milliseconds().max(0) as u64;
-                    return Err(ApiError::IdempotencyKeyInProgress { retry_after: secs.div_ceil(1000).max(1) });
-                }
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(50));
+            Some(Stored::Processing { fingerprint, .. }) if fingerprint != fp => {
+                return Err(ApiError::IdempotencyKeyReused);
             }
+            // A claim committed on its own by the older scheme, until its lease lapses.
+            Some(Stored::Processing { locked_until, .. }) => poll.wait(Some(locked_until - now)).await?,
+            // The original's claim is not committed yet: it is running.
+            None if in_flight => poll.wait(None).await?,
+            // The original failed and gave the key back in between: claim it now.
+            None => {}
         }
-    };
+    }
+}
 
-    let tx = client.transaction().await?;
+/// The times of a claim made now.
+fn lease(state: &AppState, now: chrono::DateTime<chrono::Utc>) -> idempotency::Lease {
+    let cfg = &state.config;
+    idempotency::Lease { now, locked_until: now + cfg.idempotency_lease, expires_at: now + cfg.idempotency_retention }
+}
+
+/// Runs the request under its claim. Its answer is stored in its own transaction when
+/// it succeeds (one commit for both); a final failure (4xx) rolls the transaction back
+/// and is stored on its own, to be replayed too; server trouble (5xx) rolls back the
+/// claim with everything else, so that a retry runs afresh.
+async fn run_claimed(
+    state: &AppState,
+    k: &KeyRef<'_>,
+    fp: &[u8],
+    tx: Transaction<'_>,
+    op: impl AsyncFnOnce(&Transaction<'_>) -> Result<Reply, ApiError>,
+) -> Result<Response<Body>, ApiError> {
     match op(&tx).await {
         Ok(reply) => {
-            let now = state.clock.now();
-            let ours = idempotency::complete(
-                &tx,
-                &k,
-                claim.owner_token,
-                reply.status.as_u16(),
-                &stored_headers(&reply),
-                &reply.body,
-                now,
-            )
-            .await?;
-            if !ours {
-                // Our lease lapsed and a retry took the key over: it answers, not us.
-                tx.rollback().await?;
-                return Err(ApiError::IdempotencyKeyInProgress { retry_after: 1 });
-            }
-            if let Err(e) = tx.commit().await {
-                let _ = idempotency::abandon(&client, &k, claim.owner_token).await;
-                return Err(e.into());
-            }
+            let headers = stored_headers(&reply);
+            idempotency::complete(&tx, k, reply.status.as_u16(), &headers, &reply.body, state.clock.now()).await?;
+            // Should the commit's answer be lost, the retry finds the stored answer or
+            // nothing, exactly as the transaction went: both or neither.
+            tx.commit().await?;
             Ok(mark_replayed(reply.into_response(), false))
         }
         Err(e) if e.is_final() => {
             tx.rollback().await?;
             let reply = e.into_reply();
+            let stored = (reply.status.as_u16(), &stored_headers(&reply), reply.body.as_slice());
             let now = state.clock.now();
-            idempotency::complete(
-                &client,
-                &k,
-                claim.owner_token,
-                reply.status.as_u16(),
-                &stored_headers(&reply),
-                &reply.body,
-                now,
-            )
-            .await?;
+            idempotency::store_failure(&state.pool.get().await?, k, fp, stored, lease(state, now)).await?;
             Ok(mark_replayed(reply.into_response(), false))
         }
-        Err(e) => {
-            drop(tx);
-            if let Err(abandon) = idempotency::abandon(&client, &k, claim.owner_token).await {
-                tracing::warn!(error = %abandon, "could not give an idempotency key back; its lease will lapse");
-            }
-            Err(e)
+        Err(e) => Err(e),
+    }
+}
+
+/// A retry's wait for its original: bounded in time (`IDEMPOTENCY_WAIT_MS`) and in how
+/// many retries may wait at once (`IDEMPOTENCY_MAX_WAITERS`); between its polls it
+/// holds no database connection, so waiting retries never starve other requests.
+struct Poll<'a> {
+    state: &'a AppState,
+    started: Instant,
+    pause: Duration,
+    place: Option<tokio::sync::SemaphorePermit<'a>>,
+}
+
+impl<'a> Poll<'a> {
+    fn new(state: &'a AppState) -> Self {
+        Self { state, started: Instant::now(), pause: Duration::from_millis(5), place: None }
+    }
+
+    /// How long one claim may wait on the original's row: a short slice, so that a
+    /// retry arriving just before its original commits replays it at once, while a
+    /// long wait happens between polls, without a connection.
+    fn slice(&self) -> Duration {
+        Duration::from_millis(10)
+    }
+
+    /// Sleeps before the next poll, or answers 409 when the retry may wait no longer
+    /// (or no place to wait is free). `left` is what remains of the original's lease,
+    /// when known, for `Retry-After`.
+    async fn wait(&mut self, left: Option<chrono::Duration>) -> Result<(), ApiError> {
+        let in_progress = || {
+            let ms = left.map_or(1000, |l| l.num_milliseconds().max(0) as u64);
+            ApiError::IdempotencyKeyInProgress { retry_after: ms.div_ceil(1000).max(1) }
+        };
+        if self.started.elapsed() >= self.state.config.idempotency_wait {
+            return Err(in_progress());
         }
+        if self.place.is_none() {
+            self.place = Some(self.state.idempotency_waiters.try_acquire().map_err(|_| in_progress())?);
+        }
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(Duration::from_millis(50));
+        Ok(())
     }
 }

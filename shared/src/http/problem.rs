@@ -46,6 +46,9 @@ pub enum ApiError {
     UpstreamUnavailable { retry_after: u64 },
     #[error("database unavailable")]
     DatabaseUnavailable(#[source] DbError),
+    /// A lock or statement timeout, a deadlock or a serialization failure: retryable.
+    #[error("database busy")]
+    DatabaseBusy(#[source] DbError),
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -78,7 +81,9 @@ impl ApiError {
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::UpstreamUnavailable { .. } | ApiError::DatabaseUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::UpstreamUnavailable { .. } | ApiError::DatabaseUnavailable(_) | ApiError::DatabaseBusy(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -140,6 +145,12 @@ impl ApiError {
             ApiError::DatabaseUnavailable(_) => {
                 ("database-unavailable", "Service unavailable", "The service is briefly unavailable.".into())
             }
+            // The contract's slug for every retryable database condition.
+            ApiError::DatabaseBusy(_) => (
+                "database-unavailable",
+                "Service busy",
+                "The request gave way to concurrent work and changed nothing; try it again.".into(),
+            ),
             ApiError::Internal(_) => ("internal-error", "Internal error", "An unexpected error occurred.".into()),
         }
     }
@@ -182,7 +193,7 @@ impl ApiError {
             ApiError::IdempotencyKeyInProgress { retry_after } | ApiError::UpstreamUnavailable { retry_after } => {
                 Some(*retry_after)
             }
-            ApiError::DatabaseUnavailable(_) => Some(1),
+            ApiError::DatabaseUnavailable(_) | ApiError::DatabaseBusy(_) => Some(1),
             _ => None,
         };
         if let ApiError::MethodNotAllowed { allow } = self {
@@ -196,6 +207,7 @@ impl From<DbError> for ApiError {
     fn from(e: DbError) -> Self {
         match e {
             DbError::Unavailable(_) => ApiError::DatabaseUnavailable(e),
+            DbError::Busy(_) => ApiError::DatabaseBusy(e),
             other => ApiError::Internal(Box::new(other)),
         }
     }

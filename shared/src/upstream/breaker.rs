@@ -10,6 +10,7 @@ use crate::Clock;
 use crate::config::UpstreamConfig;
 use crate::db::{DbError, GenericClient, breakers};
 use chrono::{DateTime, Utc};
+use deadpool_postgres::Pool;
 use std::future::Future;
 use uuid::Uuid;
 
@@ -107,18 +108,32 @@ impl Breaker {
         Ok(())
     }
 
-    /// Runs `call` if the breaker lets it, and records how it went. `c` is the caller's
-    /// own connection (no transaction is open on it across the call).
+    /// Counts an upstream call and whether it failed, for the metrics.
+    pub fn note_call<T>(&self, outcome: &Result<T, UpstreamError>) {
+        let failed = outcome.as_ref().err().is_some_and(UpstreamError::is_failure);
+        crate::metrics::emit(&[
+            ("UpstreamCalls", 1.0, "Count"),
+            ("UpstreamFailures", f64::from(u8::from(failed)), "Count"),
+        ]);
+    }
+
+    /// Runs `call` if the breaker lets it, and records how it went. No database
+    /// connection is held while the call is out: a slow upstream must not hold the
+    /// pool, so a connection is taken from it before and after the call. A failure
+    /// says which side of the call it came from: before it nothing was sent.
     pub async fn guard<T, F>(
         &self,
-        c: &impl GenericClient,
+        pool: &Pool,
         clock: &dyn Clock,
         call: F,
-    ) -> Result<Result<T, UpstreamError>, DbError>
+    ) -> Result<Result<T, UpstreamError>, Failure>
     where
         F: Future<Output = Result<T, UpstreamError>>,
     {
-        let pass = match self.admit(c, clock.now()).await? {
+        let client = pool.get().await.map_err(|e| Failure::BeforeTheCall(e.into()))?;
+        let admitted = self.admit(&client, clock.now()).await.map_err(Failure::BeforeTheCall)?;
+        drop(client);
+        let pass = match admitted {
             Ok(pass) => pass,
             Err(refused) => {
                 crate::metrics::count("BreakerRejections");
@@ -131,7 +146,25 @@ impl Breaker {
             ("UpstreamCalls", 1.0, "Count"),
             ("UpstreamFailures", f64::from(u8::from(failed)), "Count"),
         ]);
-        self.record(c, pass, &outcome, clock.now()).await?;
+        let client = pool.get().await.map_err(|e| Failure::AfterTheCall(e.into()))?;
+        self.record(&client, pass, &outcome, clock.now()).await.map_err(Failure::AfterTheCall)?;
         Ok(outcome)
+    }
+}
+
+/// A local (database) failure around a guarded call, by whether the call went out.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    #[error("before the upstream call")]
+    BeforeTheCall(#[source] DbError),
+    #[error("after the upstream call")]
+    AfterTheCall(#[source] DbError),
+}
+
+impl Failure {
+    pub fn into_inner(self) -> DbError {
+        match self {
+            Failure::BeforeTheCall(e) | Failure::AfterTheCall(e) => e,
+        }
     }
 }

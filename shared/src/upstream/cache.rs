@@ -5,13 +5,14 @@
 //! breaker open), a view up to `max_staleness` old still answers; older than that, the
 //! read is refused with `Retry-After`.
 
-use super::breaker::Breaker;
+use super::breaker::{Breaker, Failure};
 use super::{Block, SystemOfRecord, UpstreamError};
 use crate::Clock;
 use crate::config::UpstreamConfig;
+use crate::db::DbError;
 use crate::db::upstream_views::{self, Key};
-use crate::db::{DbError, GenericClient};
 use chrono::{DateTime, Duration, DurationRound, Utc};
+use deadpool_postgres::Pool;
 use uuid::Uuid;
 
 fn day_window(from: DateTime<Utc>, to: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
@@ -25,9 +26,10 @@ fn within(blocks: Vec<Block>, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<Blo
     blocks.into_iter().filter(|b| b.start < to && b.end > from).collect()
 }
 
-/// What the upstream holds on `seat` within `[from, to)`.
+/// What the upstream holds on `seat` within `[from, to)`. Takes a connection from the
+/// pool for each step and none while the upstream is called or a refresh awaited.
 pub async fn view(
-    client: &impl GenericClient,
+    pool: &Pool,
     clock: &dyn Clock,
     upstream: &dyn SystemOfRecord,
     config: &UpstreamConfig,
@@ -43,7 +45,7 @@ pub async fn view(
     let wait_until = std::time::Instant::now() + config.connect_timeout + config.request_timeout;
     loop {
         let now = clock.now();
-        let cached = upstream_views::read(client, &key).await?;
+        let cached = upstream_views::read(&pool.get().await?, &key).await?;
         if let Some((taken, at)) = &cached
             && *at > now - config.cache_ttl
         {
@@ -51,18 +53,26 @@ pub async fn view(
         }
         let owner = Uuid::new_v4();
         let lease_until = now + Duration::from_std(config.connect_timeout + config.request_timeout).unwrap_or_default();
-        if upstream_views::take_refresh(client, &key, owner, now, lease_until, config.cache_ttl.num_milliseconds())
-            .await?
-        {
-            let fetched = breaker.guard(client, clock, upstream.taken(seat, start, end)).await?;
+        let took = upstream_views::take_refresh(
+            &pool.get().await?,
+            &key,
+            owner,
+            now,
+            lease_until,
+            config.cache_ttl.num_milliseconds(),
+        )
+        .await?;
+        if took {
+            let fetched =
+                breaker.guard(pool, clock, upstream.taken(seat, start, end)).await.map_err(Failure::into_inner)?;
             return match fetched {
                 Ok(blocks) => {
                     let json = serde_json::to_value(&blocks).expect("blocks serialize");
-                    upstream_views::store(client, &key, &json, clock.now()).await?;
+                    upstream_views::store(&pool.get().await?, &key, &json, clock.now()).await?;
                     Ok(Ok(within(blocks, from, to)))
                 }
                 Err(e) => {
-                    upstream_views::give_back(client, &key, owner).await?;
+                    upstream_views::give_back(&pool.get().await?, &key, owner).await?;
                     Ok(stale_or(cached, e, clock.now(), config).map(|b| within(parse(b), from, to)))
                 }
             };
