@@ -731,55 +731,77 @@ def check_capacity_now(cluster, checks):
 
 
 def check_replay(checks, snap):
-    """Replays the outbox per resource in seq order (per resource the commit order: every
-    path that changes a resource's load holds its row lock). A reservation is active from
-    its first held/confirmed event until released/expired/cancelled/failed; a hold that
-    lapsed but was not written EXPIRED yet still counts, as the server must write lapsed
-    holds down before it inserts anything overlapping them."""
+    """Replays the outbox per resource in commit order. Every path that changes a
+    resource's load holds its row lock, so one resource's transactions do not overlap
+    and their events' seq order is their commit order. Within one transaction it is not:
+    PostgreSQL runs the outbox inserts of one statement's data-modifying CTEs in an order
+    of its own, so an offer's `held` row can take a lower seq than the `expired` row of
+    the lapsed hold its statement wrote down first. So the events of one transaction on
+    one resource (one `created_at`: the request's single clock reading) form one step:
+    all of them apply, then each reservation the step activated is checked.
+
+    A reservation is active from its first held/confirmed event until its
+    released/expired/cancelled/failed one; a hold that lapsed but was not written
+    EXPIRED yet still counts, as the server must write lapsed holds down before (or in
+    the transaction that) it inserts anything overlapping them."""
     events, reservations = snap["events"], snap["reservations"]
     cap = {r["id"]: r["capacity"] for r in snap["resources"]}
     name = {r["id"]: r["name"] for r in snap["resources"]}
     expires = {r["id"]: r["expires_at"] for r in reservations}
+    steps = {}  # (resource, created_at) -> events in seq order; dicts keep the first-seen order
+    for ev in events:
+        steps.setdefault((ev["payload"]["resource_id"], ev["created_at"]), []).append(ev)
     active = collections.defaultdict(dict)
     state, last, confirmed_at = {}, {}, {}
     violations, anomalies = [], []
     activations = with_lapsed = 0
-    for ev in events:
-        p, kind = ev["payload"], ev["kind"]
-        rid, res = p["reservation_id"], p["resource_id"]
-        last[rid] = (ev["seq"], kind, p.get("status"))
-        if kind == "reservation.confirmed":
-            confirmed_at.setdefault(rid, ev["seq"])
-        if kind in ACTIVATE:
-            if rid in state:
-                if state[rid] == "ended":
-                    anomalies.append(f"seq {ev['seq']}: {kind} of {rid} after it ended")
+    by_source = collections.Counter()
+    for (res, created_at), step in steps.items():
+        activated = []
+        for ev in step:
+            p, kind = ev["payload"], ev["kind"]
+            rid = p["reservation_id"]
+            last[rid] = (ev["seq"], kind, p.get("status"))
+            if kind == "reservation.confirmed":
+                confirmed_at.setdefault(rid, ev["seq"])
+            if kind in ACTIVATE:
+                if rid in state:
+                    if state[rid] == "ended":
+                        anomalies.append(f"seq {ev['seq']}: {kind} of {rid} after it ended")
+                    continue
+                active[res][rid] = (ts(p["start"]), ts(p["end"]), int(p["quantity"]))
+                state[rid] = "active"
+                activated.append(ev)
+                activations += 1
+            elif kind in DEACTIVATE:
+                if state.get(rid) == "active":
+                    del active[res][rid]
+                elif rid not in state:
+                    anomalies.append(f"seq {ev['seq']}: {kind} of {rid} before any held/confirmed event")
+                state[rid] = "ended"
+        for ev in activated:
+            p, kind, rid = ev["payload"], ev["kind"], ev["payload"]["reservation_id"]
+            if state[rid] != "active":
                 continue
-            claim = (ts(p["start"]), ts(p["end"]), int(p["quantity"]))
-            active[res][rid] = claim
-            state[rid] = "active"
-            activations += 1
-            top = peak(active[res].values(), claim[0], claim[1])
+            s0, e0, _ = active[res][rid]
+            top = peak(active[res].values(), s0, e0)
             if top > cap[res]:
-                at = ts(ev["created_at"])
+                at = ts(created_at)
                 lapsed = [o for o, (s, e, _) in active[res].items()
-                          if o != rid and s < claim[1] and e > claim[0] and o not in confirmed_at
+                          if o != rid and s < e0 and e > s0 and o not in confirmed_at
                           and expires[o] is not None and ts(expires[o]) <= at]
                 with_lapsed += bool(lapsed)
+                by_source[f"{kind.split('.')[1]} {p.get('source')}"] += 1
                 violations.append(f"seq {ev['seq']}: {kind} ({p.get('source')}) of {rid} on {name[res]} brings the load to "
                                   f"{top} > {cap[res]} over {p['start'][5:16]}..{p['end'][11:16]}, overlapping "
                                   f"{len(lapsed)} lapsed hold(s) not yet written EXPIRED")
-        elif kind in DEACTIVATE:
-            if state.get(rid) == "active":
-                del active[res][rid]
-            elif rid not in state:
-                anomalies.append(f"seq {ev['seq']}: {kind} of {rid} before any held/confirmed event")
-            state[rid] = "ended"
-    detail = f"{len(events)} events, {activations} activations replayed, {len(violations)} over capacity"
+    detail = (f"{len(events)} events in {len(steps)} transactions, {activations} activations replayed, "
+              f"{len(violations)} over capacity")
     if violations:
         detail += (f" ({with_lapsed} of them next to lapsed holds not yet written EXPIRED, "
-                   f"{len(violations) - with_lapsed} not); first: " + " | ".join(violations[:4]))
-    checks.add("(a) capacity at every activation (outbox replay)", not violations, detail)
+                   f"{len(violations) - with_lapsed} not; by event and source: "
+                   + ", ".join(f"{k}: {n}" for k, n in by_source.most_common()) + "); first: " + " | ".join(violations[:4]))
+    checks.add("(a) capacity at every commit (outbox replay)", not violations, detail)
 
     # The replay means something only if the log tells each reservation's whole story.
     mismatched = []
