@@ -160,7 +160,7 @@ class Cluster:
         return f"postgres://postgres@127.0.0.1:{self.port}/{db}"
 
     def psql(self, sql, db="chaos", timeout=60):
-        out = subprocess.run(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", self.url(db), "-f", "-"],
+        out = subprocess.run([pg_bin("psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", self.url(db), "-f", "-"],
                              input=sql, capture_output=True, text=True, timeout=timeout)
         if out.returncode != 0:
             raise RuntimeError(f"psql failed: {out.stderr.strip()}")
