@@ -42,11 +42,13 @@ use setup::{BenchDatabase, BoxError, Server};
 use stats::{Outcome, ms};
 use std::process::ExitCode;
 use std::time::Duration;
-use throughput::Phases;
+use throughput::{HoldMix, Phases};
 
 const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 const BURST_P95_TARGET: Duration = Duration::from_millis(100);
 const THROUGHPUT_SHARE_TARGET: f64 = 50.0;
+const SERIALIZED_SHARE_TARGET: f64 = 60.0;
+const DB_CPU_RATIO_TARGET: f64 = 2.5;
 
 /// Everything a run depends on, printed at the start so a number is never read
 /// without the conditions it was taken under.
@@ -206,9 +208,25 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     );
     let database: String = db.query_one("SELECT current_database()", &[]).await?.get(0);
     let probe = cpu::Probe::new(setup::connect(&database_url).await?, database);
-    let holds = throughput::http_holds(&server, p.resources, p.concurrency, p.phases, probe.as_ref()).await?;
+    let probe = probe.as_ref();
+    let spread = HoldMix { resources: p.resources, keyed: false };
+    let holds = throughput::http_holds(&server, spread, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&holds, "holds/s", Outcome::Status(201));
     print_cpu(&holds, "hold", "the bench process (client and server)");
+
+    println!();
+    println!("(b2) the same with an Idempotency-Key on every request");
+    let keyed_mix = HoldMix { keyed: true, ..spread };
+    let keyed = throughput::http_holds(&server, keyed_mix, p.concurrency, p.phases, probe).await?;
+    correct &= print_throughput(&keyed, "keyed holds/s", Outcome::Status(201));
+    print_cpu(&keyed, "hold", "the bench process (client and server)");
+
+    println!();
+    println!("(d) holds of one resource, each on a free slot: every request queues on its lock");
+    let one = HoldMix { resources: 1, keyed: false };
+    let serialized = throughput::http_holds(&server, one, p.concurrency, p.phases, probe).await?;
+    correct &= print_throughput(&serialized, "holds/s", Outcome::Status(201));
+    print_cpu(&serialized, "hold", "the bench process (client and server)");
     drop(server);
 
     println!();
@@ -217,12 +235,22 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
         p.concurrency,
         p.phases.measure.as_secs_f64()
     );
-    let baseline = throughput::sql_inserts(&database_url, p.concurrency, p.phases, probe.as_ref()).await?;
+    let baseline = throughput::sql_inserts(&database_url, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&baseline, "transactions/s", Outcome::Committed);
     print_cpu(&baseline, "transaction", "the bench process (client)");
 
     println!();
-    print_summary(&burst, &holds, &baseline, correct);
+    println!("(e) serialized baseline: BEGIN; lock one row; INSERT one row; COMMIT, {} connections", p.concurrency);
+    let locked = throughput::sql_locked_inserts(&database_url, p.concurrency, p.phases, probe).await?;
+    correct &= print_throughput(&locked, "transactions/s", Outcome::Committed);
+    print_cpu(&locked, "transaction", "the bench process (client)");
+
+    println!();
+    print_summary(
+        &burst,
+        &Ratios { holds: &holds, keyed: &keyed, serialized: &serialized, baseline: &baseline, locked: &locked },
+        correct,
+    );
     Ok(correct)
 }
 
@@ -323,15 +351,23 @@ fn print_cpu(report: &throughput::Report, unit: &str, process: &str) {
     );
 }
 
-fn print_summary(burst: &burst::Report, holds: &throughput::Report, baseline: &throughput::Report, correct: bool) {
+/// The throughput runs the summary compares.
+struct Ratios<'a> {
+    holds: &'a throughput::Report,
+    keyed: &'a throughput::Report,
+    serialized: &'a throughput::Report,
+    baseline: &'a throughput::Report,
+    locked: &'a throughput::Report,
+}
+
+/// `a` as a percentage of `b`.
+fn share(a: &throughput::Report, b: &throughput::Report) -> f64 {
+    100.0 * a.per_second() / b.per_second().max(f64::MIN_POSITIVE)
+}
+
+fn print_summary(burst: &burst::Report, r: &Ratios<'_>, correct: bool) {
     let verdict = |ok: bool| if ok { "PASS" } else { "MISS" };
     println!("summary");
-    let share = 100.0 * holds.per_second() / baseline.per_second().max(f64::MIN_POSITIVE);
-    println!(
-        "  uncontended / baseline: {:.1} / {:.1} per second = {share:.1} %",
-        holds.per_second(),
-        baseline.per_second()
-    );
     let p95 = burst.latency().map(|l| l.p95);
     let burst_ok = burst.all_correct() && p95.is_some_and(|p| p <= BURST_P95_TARGET);
     println!(
@@ -342,17 +378,30 @@ fn print_summary(burst: &burst::Report, holds: &throughput::Report, baseline: &t
         burst.rounds.iter().filter(|r| r.is_correct(burst.contenders)).count(),
         burst.rounds.len()
     );
-    println!(
-        "  target: uncontended >= {THROUGHPUT_SHARE_TARGET:.0}% of baseline: {} ({share:.1} %)",
-        verdict(share >= THROUGHPUT_SHARE_TARGET)
-    );
-    if let (Some(h), Some(b)) = (holds.cpu, baseline.cpu) {
-        let (h_db, h_bench) = h.per(holds.successes);
-        let (b_db, b_bench) = b.per(baseline.successes);
+    for (label, holds, base, target) in [
+        ("uncontended / baseline", r.holds, r.baseline, THROUGHPUT_SHARE_TARGET),
+        ("keyed uncontended / baseline", r.keyed, r.baseline, THROUGHPUT_SHARE_TARGET),
+        ("one resource / serialized baseline", r.serialized, r.locked, SERIALIZED_SHARE_TARGET),
+    ] {
+        let pct = share(holds, base);
         println!(
-            "  cost of a hold / a baseline transaction: database CPU {:.1}x, bench process CPU {:.1}x",
-            h_db.as_secs_f64() / b_db.as_secs_f64().max(f64::MIN_POSITIVE),
-            h_bench.as_secs_f64() / b_bench.as_secs_f64().max(f64::MIN_POSITIVE)
+            "  target: {label} >= {target:.0} %: {} ({:.1} / {:.1} per second = {pct:.1} %)",
+            verdict(pct >= target),
+            holds.per_second(),
+            base.per_second()
+        );
+    }
+    if let (Some(h), Some(b)) = (r.holds.cpu, r.baseline.cpu) {
+        let (h_db, h_bench) = h.per(r.holds.successes);
+        let (b_db, _) = b.per(r.baseline.successes);
+        let ratio = h_db.as_secs_f64() / b_db.as_secs_f64().max(f64::MIN_POSITIVE);
+        println!(
+            "  target: database CPU per hold <= {DB_CPU_RATIO_TARGET:.1}x a baseline transaction's: {} ({ratio:.1}x: \
+             {:.3} ms / {:.3} ms); the bench process (client and server) spends {:.3} ms per hold",
+            verdict(ratio <= DB_CPU_RATIO_TARGET),
+            h_db.as_secs_f64() * 1e3,
+            b_db.as_secs_f64() * 1e3,
+            h_bench.as_secs_f64() * 1e3
         );
     }
     println!("  correctness: {}", if correct { "OK" } else { "FAIL" });

@@ -162,29 +162,39 @@ struct HttpHolds {
     url: String,
     principal: String,
     plan: Arc<SlotPlan>,
+    keyed: bool,
 }
 
 impl Worker for HttpHolds {
     async fn call(&mut self) -> Result<Outcome, String> {
-        let request = self
-            .http
-            .post(&self.url)
-            .header("x-principal", &self.principal)
-            .json(&self.plan.next_body())
-            .build()
-            .map_err(|e| e.to_string())?;
+        let mut request = self.http.post(&self.url).header("x-principal", &self.principal).json(&self.plan.next_body());
+        if self.keyed {
+            // What a real client sends: a fresh key per request, kept for its retries.
+            request = request.header("idempotency-key", Uuid::new_v4().to_string());
+        }
+        let request = request.build().map_err(|e| e.to_string())?;
         setup::send(&self.http, request).await
     }
 }
 
-/// Makes `resources` resources, then drives `concurrency` workers of holds at them.
+/// How the holds of a run are shaped.
+#[derive(Debug, Clone, Copy)]
+pub struct HoldMix {
+    /// How many resources the holds spread over; 1 serializes every hold on one lock.
+    pub resources: usize,
+    /// Whether each request carries an `Idempotency-Key`.
+    pub keyed: bool,
+}
+
+/// Makes the resources, then drives `concurrency` workers of holds at them.
 pub async fn http_holds(
     server: &Server,
-    resources: usize,
+    mix: HoldMix,
     concurrency: usize,
     phases: Phases,
     probe: Option<&Probe>,
 ) -> Result<Report, BoxError> {
+    let resources = mix.resources;
     let http = setup::http_client(concurrency);
     // `concurrency` at a time, which also opens the connections the workers will use.
     let ids: Vec<Uuid> = futures::stream::iter(0..resources)
@@ -196,7 +206,8 @@ pub async fn http_holds(
         .try_collect()
         .await?;
     // Two days after the burst's day, so the two phases never share a slot; ten
-    // thousand slots per resource would still end within the booking horizon.
+    // thousand slots per resource would still end within the booking horizon. Each run
+    // makes resources of its own, so runs never share a slot either.
     let day = (Utc::now() + Span::days(32)).duration_trunc(Span::days(1)).expect("a day truncates");
     let plan = Arc::new(SlotPlan { resources: ids, day, next: AtomicU64::new(0) });
     let url = server.url("/v1/reservations");
@@ -206,6 +217,7 @@ pub async fn http_holds(
             url: url.clone(),
             principal: format!("worker-{i}"),
             plan: plan.clone(),
+            keyed: mix.keyed,
         })
         .collect();
     drive(workers, phases, Outcome::Status(201), probe).await
@@ -237,6 +249,51 @@ impl Worker for SqlInserts {
 
 pub const BASELINE_TABLE: &str =
     "CREATE TABLE bench_baseline (id uuid PRIMARY KEY, payload text NOT NULL, created_at timestamptz NOT NULL)";
+
+/// The cheapest serialized write: lock one row, insert one row, commit (pgbench-style),
+/// every transaction queuing on the same lock as holds of one resource do.
+struct SqlLockedInserts {
+    client: Client,
+    lock: Statement,
+    insert: Statement,
+}
+
+impl Worker for SqlLockedInserts {
+    async fn call(&mut self) -> Result<Outcome, String> {
+        let run = async {
+            let tx = self.client.transaction().await?;
+            tx.execute(&self.lock, &[]).await?;
+            tx.execute(&self.insert, &[&Uuid::new_v4(), &"baseline row", &Utc::now()]).await?;
+            tx.commit().await
+        };
+        run.await.map(|()| Outcome::Committed).map_err(|e: tokio_postgres::Error| format!("insert failed: {e}"))
+    }
+}
+
+/// Drives `concurrency` connections of lock-one-row-then-insert transactions.
+pub async fn sql_locked_inserts(
+    database_url: &str,
+    concurrency: usize,
+    phases: Phases,
+    probe: Option<&Probe>,
+) -> Result<Report, BoxError> {
+    setup::connect(database_url)
+        .await?
+        .batch_execute(
+            "CREATE TABLE bench_lock (id int PRIMARY KEY); INSERT INTO bench_lock VALUES (1); \
+             CREATE TABLE IF NOT EXISTS bench_baseline (id uuid PRIMARY KEY, payload text NOT NULL, \
+             created_at timestamptz NOT NULL)",
+        )
+        .await?;
+    let workers = futures::future::try_join_all((0..concurrency).map(|_| async {
+        let client = setup::connect(database_url).await?;
+        let lock = client.prepare("SELECT 1 FROM bench_lock WHERE id = 1 FOR UPDATE").await?;
+        let insert = client.prepare("INSERT INTO bench_baseline (id, payload, created_at) VALUES ($1, $2, $3)").await?;
+        Ok::<_, BoxError>(SqlLockedInserts { client, lock, insert })
+    }))
+    .await?;
+    drive(workers, phases, Outcome::Committed, probe).await
+}
 
 /// Creates the baseline table, then drives `concurrency` connections of inserts.
 pub async fn sql_inserts(

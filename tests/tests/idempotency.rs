@@ -59,7 +59,7 @@ async fn wait_for_claim(app: &TestApp, _key: &str) {
             .await
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-                 AND wait_event_type = 'Lock' AND query LIKE '%FOR NO KEY UPDATE%'",
+                 AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
                 &[],
             )
             .await

@@ -208,6 +208,38 @@ pub async fn reserve(
     if req.quantity < 1 {
         return Err(invalid("quantity", "must be at least 1"));
     }
+    // The common case, a local resource with no lapsed hold in the way, in one round
+    // trip; the rest (upstream resources, lapsed capacity for the waitlist first) on
+    // the general path below, in the same transaction.
+    let hold = reservations::NewHold {
+        id: Uuid::now_v7(),
+        resource_id: req.resource_id,
+        owner: &owner.id,
+        start: req.start,
+        end: req.end,
+        quantity: req.quantity,
+        confirm: req.confirm,
+        now,
+    };
+    match reservations::hold(tx, &hold).await? {
+        (reservations::Hold::General, _) => {}
+        (reservations::Hold::NotFound, _) => return Err(BookingError::ResourceNotFound),
+        (reservations::Hold::TooMany { capacity }, _) => {
+            return Err(invalid("quantity", format!("must not exceed the capacity of {capacity}")));
+        }
+        (outcome, expired) => {
+            if !expired.is_empty() {
+                // A hold that lapsed between the look and the lock, written down by the
+                // insert: its capacity goes on to the waitlist with what is left.
+                let resource = get_resource(tx, req.resource_id).await?;
+                on_freed(tx, &resource, &expired, now).await?;
+            }
+            return Ok(match outcome {
+                reservations::Hold::Reserved(r) => Reserved::Reserved(r),
+                _ => Reserved::Unavailable,
+            });
+        }
+    }
     let pre = reservations::precheck(tx, req.resource_id, req.start, req.end, now)
         .await?
         .ok_or(BookingError::ResourceNotFound)?;

@@ -13,118 +13,71 @@ macro_rules! columns {
     };
 }
 
-/// The outbox payload of a reservation event, built from the row the statement wrote.
+/// The outbox payload of a reservation event, built from the row the statement wrote
+/// (`reservation_event`, migration V7).
 macro_rules! event_payload {
     ($row:literal) => {
         concat!(
-            "jsonb_build_object('reservation_id', ",
+            "reservation_event(",
             $row,
-            ".id, 'resource_id', ",
+            ".id, ",
             $row,
             ".resource_id, ",
-            "'owner', ",
             $row,
-            ".owner, 'start', ",
+            ".owner, ",
             $row,
-            ".starts_at, 'end', ",
+            ".starts_at, ",
             $row,
             ".ends_at, ",
-            "'quantity', ",
             $row,
-            ".quantity, 'status', ",
+            ".quantity, ",
             $row,
-            ".status, 'source', ",
+            ".status, ",
             $row,
             ".source, ",
-            "'failure_reason', ",
             $row,
             ".failure_reason)"
         )
     };
 }
 
-/// Writes down the lapse of the holds that overlap the new reservation, then inserts it
-/// only if, at every instant of its range, the load of the active reservations plus its
-/// quantity stays within the capacity. Returns the inserted row (`inserted` true) and
-/// the holds it expired (`inserted` false), for the caller to hand over.
+/// The conditional insert: writes down the lapsed holds that overlap the new
+/// reservation, then inserts it only if its quantity fits under the capacity at every
+/// instant of its range (`reservation_insert_if_fits`, migration V7, which says why in
+/// that order). Rows: the inserted one (`inserted`), and the holds it expired. Run it
+/// only while holding the resource lock ([`super::resources::lock`]), in a statement
+/// after the one that took it.
 ///
-/// The expiry comes first because the exclusion constraint cannot know the time: a
-/// lapsed hold still counts for it until its status says so. Sub-statements of one
-/// `WITH` run in no fixed order, so the insert reads a count of the expired rows
-/// (`gate`): that data dependency makes PostgreSQL finish the expiry before it inserts.
-///
-/// The load is a sweep over the overlapping claims: +quantity at each (clipped) start,
-/// -quantity at each end, ends first at one instant so that ranges are half-open; the
-/// running sum's maximum is the peak. Run it only while holding the resource lock
-/// ([`super::resources::lock`]) and in a statement of its own after it, so that its
-/// snapshot includes every committed competitor.
+/// Parameters: `$1` id, `$2` resource, `$3` its capacity, `$4` owner, `$5` start,
+/// `$6` end, `$7` quantity, `$8` status, `$9` expires_at, `$10` failure reason,
+/// `$11` source, `$12` now.
 pub const INSERT_IF_FITS: &str = concat!(
-    "WITH exp AS (",
-    "  UPDATE reservations SET status = 'EXPIRED', updated_at = $12 ",
-    "  WHERE resource_id = $2 AND status = 'HELD' AND expires_at <= $12 AND period && tstzrange($5, $6, '[)') ",
-    "  RETURNING ",
+    "SELECT inserted, ",
     columns!(),
-    "), exp_ev AS (",
-    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
-    "  SELECT 'reservation.expired', exp.id, ",
-    event_payload!("exp"),
-    ", $12, $12 FROM exp",
-    "), gate AS (SELECT count(*) AS expired FROM exp",
-    "), claims AS (",
-    "  SELECT starts_at, ends_at, quantity FROM reservations",
-    "  WHERE resource_id = $2 AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')",
-    "    AND period && tstzrange($5, $6, '[)')",
-    "    AND NOT (status = 'HELD' AND expires_at <= $12)",
-    "), events AS (",
-    "  SELECT greatest(starts_at, $5) AS at, quantity AS delta FROM claims",
-    "  UNION ALL SELECT least(ends_at, $6), -quantity FROM claims",
-    "), peak AS (",
-    "  SELECT coalesce(max(load), 0) AS load FROM (",
-    "    SELECT sum(delta) OVER (ORDER BY at, delta ROWS UNBOUNDED PRECEDING) AS load FROM events",
-    "  ) running",
-    "), ins AS (",
-    "  INSERT INTO reservations (id, resource_id, resource_capacity, owner, starts_at, ends_at, ",
-    "  quantity, status, expires_at, failure_reason, source, created_at, updated_at) ",
-    "  SELECT $1, $2, $3::int4, $4, $5, $6, $7::int4, $8, $9, $10, $11, $12, $12 FROM peak, gate ",
-    "  WHERE peak.load + $7::int4 <= $3::int4 ",
-    "  RETURNING ",
-    columns!(),
-    "), ev AS (",
-    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
-    "  SELECT CASE ins.status WHEN 'HELD' THEN 'reservation.held' ELSE 'reservation.confirmed' END, ins.id, ",
-    event_payload!("ins"),
-    // A CONFIRMING booking records its event when the system of record settles it.
-    ", $12, $12 FROM ins WHERE ins.status IN ('HELD', 'CONFIRMED')",
-    ") SELECT true AS inserted, ",
-    columns!(),
-    " FROM ins UNION ALL SELECT false, ",
-    columns!(),
-    " FROM exp"
+    " FROM reservation_insert_if_fits($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
 );
+
+/// A hold or booking of a local resource in one round trip (`reservation_hold`,
+/// migration V7): the look before the lock, the lock, the conditional insert. Rows: an
+/// `outcome` (`reserved` with the row, `unavailable`, `not_found`, `too_many` with
+/// the `capacity`, `general`), and `expired` rows for lapsed holds written down on
+/// the way.
+///
+/// Parameters: `$1` id, `$2` resource, `$3` owner, `$4` start, `$5` end, `$6` quantity,
+/// `$7` confirm, `$8` now.
+pub const HOLD: &str =
+    concat!("SELECT outcome, capacity, ", columns!(), " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8)");
 
 /// The look before the lock: the resource, the peak load over the range now, and
 /// whether lapsed holds overlap it, in one read that takes no lock and writes nothing.
 /// A request that does not fit by this read is refused at once (the capacity really
 /// was taken at that instant), so a burst of losers never queues on the resource lock
 /// nor waits for a disk flush; only requests that may fit go on to the locked insert.
-pub const PRECHECK: &str = concat!(
-    "WITH claims AS (",
-    "  SELECT starts_at, ends_at, quantity FROM reservations",
-    "  WHERE resource_id = $1 AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')",
-    "    AND period && tstzrange($2, $3, '[)')",
-    "    AND NOT (status = 'HELD' AND expires_at <= $4)",
-    "), events AS (",
-    "  SELECT greatest(starts_at, $2) AS at, quantity AS delta FROM claims",
-    "  UNION ALL SELECT least(ends_at, $3), -quantity FROM claims",
-    "), peak AS (",
-    "  SELECT coalesce(max(load), 0) AS load FROM (",
-    "    SELECT sum(delta) OVER (ORDER BY at, delta ROWS UNBOUNDED PRECEDING) AS load FROM events",
-    "  ) running",
-    ") SELECT r.id, r.name, r.capacity, r.authority, r.upstream_ref, r.hold_ttl_seconds, r.offer_ttl_seconds, ",
-    "r.created_at, peak.load, EXISTS (SELECT 1 FROM reservations l WHERE l.resource_id = $1 AND l.status = 'HELD' ",
-    "AND l.expires_at <= $4 AND l.period && tstzrange($2, $3, '[)')) AS lapsed ",
-    "FROM resources r, peak WHERE r.id = $1"
-);
+pub const PRECHECK: &str = "SELECT r.id, r.name, r.capacity, r.authority, r.upstream_ref, r.hold_ttl_seconds, \
+     r.offer_ttl_seconds, r.created_at, reservation_peak($1, $2, $3, $4) AS load, \
+     EXISTS (SELECT 1 FROM reservations l WHERE l.resource_id = $1 AND l.status = 'HELD' AND l.expires_at <= $4 \
+       AND l.period && tstzrange($2, $3, '[)')) AS lapsed \
+     FROM resources r WHERE r.id = $1";
 
 /// Writes down the lapse of the holds that overlap a range, so that they stop counting
 /// for the exclusion constraint too (its predicate cannot know the time). Run it under
@@ -272,6 +225,52 @@ pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> R
         }
     }
     Ok(out)
+}
+
+/// What [`HOLD`] came to.
+#[derive(Debug)]
+pub enum Hold {
+    Reserved(Reservation),
+    Unavailable,
+    NotFound,
+    TooMany {
+        capacity: i32,
+    },
+    /// Not for the one-round-trip path: take the general one.
+    General,
+}
+
+pub struct NewHold<'a> {
+    pub id: Uuid,
+    pub resource_id: Uuid,
+    pub owner: &'a str,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub quantity: i32,
+    pub confirm: bool,
+    pub now: DateTime<Utc>,
+}
+
+/// See [`HOLD`]: its outcome, and the lapsed holds it expired on the way.
+pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<(Hold, Vec<Reservation>), DbError> {
+    let stmt = c.prepare_cached(HOLD).await?;
+    let rows =
+        c.query(&stmt, &[&h.id, &h.resource_id, &h.owner, &h.start, &h.end, &h.quantity, &h.confirm, &h.now]).await?;
+    let mut outcome = None;
+    let mut expired = Vec::new();
+    for row in &rows {
+        match row.try_get::<_, &str>("outcome")? {
+            "expired" => expired.push(from_row(row)?),
+            "reserved" => outcome = Some(Hold::Reserved(from_row(row)?)),
+            "unavailable" => outcome = Some(Hold::Unavailable),
+            "not_found" => outcome = Some(Hold::NotFound),
+            "too_many" => outcome = Some(Hold::TooMany { capacity: row.try_get("capacity")? }),
+            "general" => outcome = Some(Hold::General),
+            other => return Err(DbError::Corrupt(format!("hold outcome {other}"))),
+        }
+    }
+    let outcome = outcome.ok_or_else(|| DbError::Corrupt("hold without an outcome".into()))?;
+    Ok((outcome, expired))
 }
 
 pub struct Precheck {
