@@ -1,0 +1,8 @@
+//! The benchmarks' pieces, shared by the binaries: `bench` (`src/main.rs`: the burst,
+//! uncontended throughput and the raw baseline) and `upstream-bench`.
+
+pub mod burst;
+pub mod cpu;
+pub mod setup;
+pub mod stats;
+pub mod throughput;
