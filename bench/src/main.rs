@@ -117,7 +117,7 @@ async fn main() -> ExitCode {
     };
     print_parameters(&params);
     let admin_url = params.admin_url.clone();
-    setup::in_fresh_database(&admin_url, move |url| run(params, url)).await
+    setup::in_fresh_database(&admin_url, setup::BENCH_PREFIX, move |url| run(params, url)).await
 }
 
 fn print_parameters(p: &Params) {

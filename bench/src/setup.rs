@@ -34,15 +34,16 @@ pub fn env_number(name: &str, default: usize) -> Result<usize, String> {
     }
 }
 
-/// Makes a bench database, hands its URL to `run`, drops the database whatever
-/// happened, and turns the outcome into the exit code: 0 when `run` found the service
-/// right, 1 when it found it wrong, 2 when it could not run.
-pub async fn in_fresh_database<F, Fut>(admin_url: &str, run: F) -> ExitCode
+/// Makes a bench database named `prefix` and a random suffix, hands its URL to `run`,
+/// drops the database whatever happened, and turns the outcome into the exit code: 0
+/// when `run` found the service right, 1 when it found it wrong, 2 when it could not
+/// run.
+pub async fn in_fresh_database<F, Fut>(admin_url: &str, prefix: &str, run: F) -> ExitCode
 where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = Result<bool, BoxError>> + Send + 'static,
 {
-    let db = match BenchDatabase::create(admin_url).await {
+    let db = match BenchDatabase::create(admin_url, prefix).await {
         Ok(db) => db,
         Err(e) => {
             println!("ERROR: cannot create the bench database: {e}");
@@ -117,6 +118,10 @@ fn url_for(admin_url: &str, database: &str) -> String {
     url
 }
 
+/// The prefix of the core bench's databases. `scripts/test` drops every database
+/// named so (with `FORCE`) when it starts and ends, as leftovers of crashed runs.
+pub const BENCH_PREFIX: &str = "rsv_bench";
+
 /// A database of the bench's own, so that runs never see each other's rows or a
 /// developer's data, and so that the numbers start from empty tables every time.
 pub struct BenchDatabase {
@@ -126,10 +131,12 @@ pub struct BenchDatabase {
 }
 
 impl BenchDatabase {
-    /// Creates the (empty) database; migrating it is the caller's first step, inside
-    /// the guarded part of the run, so that a failed migration still drops it.
-    pub async fn create(admin_url: &str) -> Result<Self, BoxError> {
-        let name = format!("rsv_bench_{}", Uuid::new_v4().simple());
+    /// Creates the (empty) database, `prefix` and a random suffix (`prefix` is a
+    /// constant of the caller's, put into the SQL as it is); migrating it is the
+    /// caller's first step, inside the guarded part of the run, so that a failed
+    /// migration still drops it.
+    pub async fn create(admin_url: &str, prefix: &str) -> Result<Self, BoxError> {
+        let name = format!("{prefix}_{}", Uuid::new_v4().simple());
         let admin = connect(admin_url).await?;
         admin.batch_execute(&format!("CREATE DATABASE {name}")).await?;
         Ok(Self { admin_url: admin_url.into(), url: url_for(admin_url, &name), name })

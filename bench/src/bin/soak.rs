@@ -50,6 +50,10 @@ const HOURS: i64 = 16;
 /// The outbox retention asked of the server. The minimum is an hour, so within a
 /// shorter run the outbox only grows; the per-minute count shows by how much.
 const OUTBOX_RETENTION_HOURS: &str = "1";
+/// Not `rsv_bench`: `scripts/test`, run by anyone on the same PostgreSQL, drops those
+/// at once (as leftovers), which would end a ten-minute run. A soak that was killed
+/// leaves its `rsv_soak_*` database behind, to be dropped by hand.
+const DATABASE_PREFIX: &str = "rsv_soak";
 
 #[derive(Debug, Clone)]
 struct Params {
@@ -110,7 +114,7 @@ async fn main() -> ExitCode {
         params.sweep_every.as_secs()
     );
     let admin_url = params.admin_url.clone();
-    setup::in_fresh_database(&admin_url, move |url| run(params, url)).await
+    setup::in_fresh_database(&admin_url, DATABASE_PREFIX, move |url| run(params, url)).await
 }
 
 /// Twelve resources, TTLs spread over 2-5 s (holds) and 3-6 s (offers).
@@ -168,7 +172,8 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     for i in 0..p.minutes {
         tokio::time::sleep_until(recorder.end_of(i).into()).await;
         let rss_kib = footprint::rss_kib();
-        let (outbox_rows, outbox_pending) = footprint::outbox_rows(&db).await?;
+        let (outbox_rows, outbox_pending) =
+            footprint::outbox_rows(&db).await.map_err(|e| format!("reading the outbox after minute {}: {e}", i + 1))?;
         let over = footprint::over_capacity(&server, &plan.resources, plan.window()).await?;
         // Taken after the samples: an answer that came just before the minute's end
         // has been recorded by now.
