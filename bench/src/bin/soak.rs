@@ -17,6 +17,7 @@
 //! outbox levelling off. A missed goal prints MISS; only wrong behaviour fails the run
 //! (exit 1): a 5xx, a request without an answer, a replay that answered otherwise than
 //! its original, or a resource over its capacity (checked every minute and at the end).
+//! The server's error lines, which say why a 5xx happened, go to stderr.
 //!
 //! ```text
 //! cargo run -p bench --release --bin soak [-- --minutes N]
@@ -113,6 +114,14 @@ async fn main() -> ExitCode {
         params.pool_size,
         params.sweep_every.as_secs()
     );
+    // The server's error lines (a 5xx's whole cause chain, in its request's span) on
+    // stderr; nothing below ERROR, which would be a line per request.
+    lambda_http::tracing::subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(lambda_http::tracing::Level::ERROR)
+        .with_target(false)
+        .with_ansi(false)
+        .init();
     let admin_url = params.admin_url.clone();
     setup::in_fresh_database(&admin_url, DATABASE_PREFIX, move |url| run(params, url)).await
 }
@@ -177,8 +186,8 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
         let over = footprint::over_capacity(&server, &plan.resources, plan.window()).await?;
         // Taken after the samples: an answer that came just before the minute's end
         // has been recorded by now.
-        let period = recorder.take(i);
-        let minute = Minute { rss_kib, outbox_rows, outbox_pending, ..Minute::of(i + 1, &period, p.minute) };
+        let mut period = recorder.take(i);
+        let minute = Minute { rss_kib, outbox_rows, outbox_pending, ..Minute::of(i + 1, &mut period, p.minute) };
         println!("{}", minute.line());
         for (r, peak) in &over {
             println!("  WRONG: resource {} of capacity {} holds {peak}", r.id, r.capacity);
