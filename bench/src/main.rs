@@ -37,19 +37,13 @@
 //! pairs, comma-separated, set on the bench database for every connection, e.g.
 //! `synchronous_commit=off` to see what commit flushes cost; default none).
 
-mod burst;
-mod cpu;
-mod setup;
-mod stats;
-mod throughput;
-
-use setup::{BenchDatabase, BoxError, Server};
-use stats::{Outcome, ms};
+use bench::setup::{self, BoxError, Server, env_number};
+use bench::stats::{Outcome, ms};
+use bench::throughput::{self, HoldMix, Phases};
+use bench::{burst, cpu};
 use std::process::ExitCode;
 use std::time::Duration;
-use throughput::{HoldMix, Phases};
 
-const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 const BURST_P95_TARGET: Duration = Duration::from_millis(50);
 const THROUGHPUT_SHARE_TARGET: f64 = 50.0;
 const SERIALIZED_SHARE_TARGET: f64 = 60.0;
@@ -85,7 +79,7 @@ impl Params {
         let seconds = env_number("BENCH_DURATION_SECS", if quick { 2 } else { 10 })?;
         Ok(Self {
             quick,
-            admin_url: std::env::var("BENCH_DATABASE_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.into()),
+            admin_url: setup::admin_url(),
             pool_size: env_number("BENCH_POOL_SIZE", 16)?,
             concurrency: env_number("BENCH_CONCURRENCY", 32)?,
             contenders: 100,
@@ -119,17 +113,6 @@ fn database_settings(spec: &str) -> Result<Vec<(String, String)>, String> {
         .collect()
 }
 
-/// A positive integer from the environment, or `default` when unset.
-fn env_number(name: &str, default: usize) -> Result<usize, String> {
-    match std::env::var(name) {
-        Err(_) => Ok(default),
-        Ok(v) => match v.trim().parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(format!("{name} must be a positive integer, not {v:?}")),
-        },
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let params = match Params::from_args_and_env() {
@@ -140,33 +123,8 @@ async fn main() -> ExitCode {
         }
     };
     print_parameters(&params);
-    let db = match BenchDatabase::create(&params.admin_url).await {
-        Ok(db) => db,
-        Err(e) => {
-            println!("ERROR: cannot create the bench database: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    println!("database: {} (dropped at the end)", db.name);
-
-    // On a task of its own so that a panic comes back here as an error and the
-    // database is still dropped.
-    let outcome = tokio::spawn(run(params, db.url.clone())).await;
-    if let Err(e) = db.drop().await {
-        println!("warning: could not drop the bench database: {e}");
-    }
-    match outcome {
-        Ok(Ok(true)) => ExitCode::SUCCESS,
-        Ok(Ok(false)) => ExitCode::FAILURE,
-        Ok(Err(e)) => {
-            println!("ERROR: the bench could not run: {e}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            println!("ERROR: the bench panicked: {e}");
-            ExitCode::from(2)
-        }
-    }
+    let admin_url = params.admin_url.clone();
+    setup::in_fresh_database(&admin_url, setup::BENCH_PREFIX, move |url| run(params, url)).await
 }
 
 fn print_parameters(p: &Params) {
@@ -195,7 +153,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     let mut db = setup::connect(&database_url).await?;
     shared::db::migrate(&mut db).await?;
     apply_database_settings(&db, &p.database_settings).await?;
-    print_database_settings(&db).await?;
+    setup::print_database_settings(&db).await?;
     let server = Server::start(&database_url, p.pool_size).await?;
     let mut correct = true;
 
@@ -267,28 +225,6 @@ async fn apply_database_settings(db: &tokio_postgres::Client, settings: &[(Strin
         let value = value.replace('\'', "''");
         db.batch_execute(&format!("ALTER DATABASE {name} SET {setting} = '{value}'")).await?;
     }
-    Ok(())
-}
-
-/// The settings that decide what a commit costs, so a baseline is read in context.
-async fn print_database_settings(db: &tokio_postgres::Client) -> Result<(), BoxError> {
-    let row = db
-        .query_one(
-            "SELECT current_setting('server_version'), current_setting('fsync'), \
-             current_setting('synchronous_commit'), current_setting('max_connections'), \
-             current_setting('shared_buffers')",
-            &[],
-        )
-        .await?;
-    let s = |i: usize| row.get::<_, String>(i);
-    println!(
-        "postgres: {}, fsync={}, synchronous_commit={}, max_connections={}, shared_buffers={}",
-        s(0),
-        s(1),
-        s(2),
-        s(3),
-        s(4)
-    );
     Ok(())
 }
 

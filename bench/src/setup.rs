@@ -1,16 +1,98 @@
 //! The throwaway database and the in-process dev server that every measurement runs
-//! against, and the few HTTP calls the measurements share.
+//! against, what every bench binary does around its measurements (parameters from the
+//! environment, the database's life, the exit code), and the few HTTP calls the
+//! measurements share.
 
 use crate::stats::Outcome;
 use serde_json::json;
 use shared::AppState;
 use shared::config::{Config, Defaults};
+use std::future::Future;
+use std::process::ExitCode;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_postgres::{Client, NoTls};
 use uuid::Uuid;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+pub const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// `BENCH_DATABASE_URL`: the admin connection the bench databases are made with.
+pub fn admin_url() -> String {
+    std::env::var("BENCH_DATABASE_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.into())
+}
+
+/// A positive integer from the environment, or `default` when unset.
+pub fn env_number(name: &str, default: usize) -> Result<usize, String> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("{name} must be a positive integer, not {v:?}")),
+        },
+    }
+}
+
+/// Makes a bench database named `prefix` and a random suffix, hands its URL to `run`,
+/// drops the database whatever happened, and turns the outcome into the exit code: 0
+/// when `run` found the service right, 1 when it found it wrong, 2 when it could not
+/// run.
+pub async fn in_fresh_database<F, Fut>(admin_url: &str, prefix: &str, run: F) -> ExitCode
+where
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = Result<bool, BoxError>> + Send + 'static,
+{
+    let db = match BenchDatabase::create(admin_url, prefix).await {
+        Ok(db) => db,
+        Err(e) => {
+            println!("ERROR: cannot create the bench database: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    println!("database: {} (dropped at the end)", db.name);
+
+    // On a task of its own so that a panic comes back here as an error and the
+    // database is still dropped.
+    let outcome = tokio::spawn(run(db.url.clone())).await;
+    if let Err(e) = db.drop().await {
+        println!("warning: could not drop the bench database: {e}");
+    }
+    match outcome {
+        Ok(Ok(true)) => ExitCode::SUCCESS,
+        Ok(Ok(false)) => ExitCode::FAILURE,
+        Ok(Err(e)) => {
+            println!("ERROR: the bench could not run: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            println!("ERROR: the bench panicked: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The settings that decide what a commit costs, so a number is read in context.
+pub async fn print_database_settings(db: &Client) -> Result<(), BoxError> {
+    let row = db
+        .query_one(
+            "SELECT current_setting('server_version'), current_setting('fsync'), \
+             current_setting('synchronous_commit'), current_setting('max_connections'), \
+             current_setting('shared_buffers')",
+            &[],
+        )
+        .await?;
+    let s = |i: usize| row.get::<_, String>(i);
+    println!(
+        "postgres: {}, fsync={}, synchronous_commit={}, max_connections={}, shared_buffers={}",
+        s(0),
+        s(1),
+        s(2),
+        s(3),
+        s(4)
+    );
+    Ok(())
+}
 
 /// Opens a plain connection; its driver runs on a task of its own and stops when the
 /// client is dropped.
@@ -36,6 +118,10 @@ fn url_for(admin_url: &str, database: &str) -> String {
     url
 }
 
+/// The prefix of the core bench's databases. `scripts/test` drops every database
+/// named so (with `FORCE`) when it starts and ends, as leftovers of crashed runs.
+pub const BENCH_PREFIX: &str = "rsv_bench";
+
 /// A database of the bench's own, so that runs never see each other's rows or a
 /// developer's data, and so that the numbers start from empty tables every time.
 pub struct BenchDatabase {
@@ -45,10 +131,12 @@ pub struct BenchDatabase {
 }
 
 impl BenchDatabase {
-    /// Creates the (empty) database; migrating it is the caller's first step, inside
-    /// the guarded part of the run, so that a failed migration still drops it.
-    pub async fn create(admin_url: &str) -> Result<Self, BoxError> {
-        let name = format!("rsv_bench_{}", Uuid::new_v4().simple());
+    /// Creates the (empty) database, `prefix` and a random suffix (`prefix` is a
+    /// constant of the caller's, put into the SQL as it is); migrating it is the
+    /// caller's first step, inside the guarded part of the run, so that a failed
+    /// migration still drops it.
+    pub async fn create(admin_url: &str, prefix: &str) -> Result<Self, BoxError> {
+        let name = format!("{prefix}_{}", Uuid::new_v4().simple());
         let admin = connect(admin_url).await?;
         admin.batch_execute(&format!("CREATE DATABASE {name}")).await?;
         Ok(Self { admin_url: admin_url.into(), url: url_for(admin_url, &name), name })
@@ -66,27 +154,52 @@ impl BenchDatabase {
 /// The dev server on 127.0.0.1 with a port of its own, on this process's runtime.
 pub struct Server {
     pub base: String,
-    task: JoinHandle<()>,
+    /// The server's own state: its configuration, and its pool for reading what it
+    /// stored.
+    pub state: AppState,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.task.abort();
+        self.tasks.iter().for_each(JoinHandle::abort);
     }
 }
 
+/// How to run the server, beyond the dev server's defaults.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub pool_size: usize,
+    /// Settings by their environment names (the README's table), over the defaults.
+    pub settings: Vec<(&'static str, String)>,
+    /// Runs the sweeper's sweep this often, as the dev server's `run_scheduled` does
+    /// (events go to the log, which nobody reads here); `None`: never.
+    pub sweep_every: Option<Duration>,
+}
+
 impl Server {
+    /// Every setting but the URL and the pool is the dev server's default, the
+    /// configuration a developer runs and the acceptance tests exercise; no sweeper.
     pub async fn start(database_url: &str, pool_size: usize) -> Result<Self, BoxError> {
+        Self::start_with(database_url, ServerOptions { pool_size, settings: Vec::new(), sweep_every: None }).await
+    }
+
+    pub async fn start_with(database_url: &str, options: ServerOptions) -> Result<Self, BoxError> {
         let url = database_url.to_string();
-        // Only the URL is given: every other setting is the dev server's default, the
-        // configuration a developer runs and the acceptance tests exercise.
-        let mut config = Config::from_lookup(Defaults::DevServer, move |k| (k == "DATABASE_URL").then(|| url.clone()))?;
-        config.db_pool_size = pool_size;
+        let settings = options.settings;
+        let mut config = Config::from_lookup(Defaults::DevServer, move |k| match k {
+            "DATABASE_URL" => Some(url.clone()),
+            _ => settings.iter().find(|(name, _)| *name == k).map(|(_, v)| v.clone()),
+        })?;
+        config.db_pool_size = options.pool_size;
         let state = AppState::new(shared::db::pool(&config)?, config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
-        let task = tokio::spawn(dev_server::serve(listener, state));
-        Ok(Self { base, task })
+        let mut tasks = vec![tokio::spawn(dev_server::serve(listener, state.clone()))];
+        if let Some(every) = options.sweep_every {
+            tasks.push(tokio::spawn(dev_server::run_scheduled(state.clone(), shared::events::LogPublisher, every)));
+        }
+        Ok(Self { base, state, tasks })
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -118,20 +231,29 @@ pub async fn health(http: &reqwest::Client, server: &Server) -> Result<(), BoxEr
 /// Sends a request and reads its whole answer (so that the connection goes back to the
 /// pool and the latency includes the body). `Err` carries why there was no answer.
 pub async fn send(http: &reqwest::Client, request: reqwest::Request) -> Result<Outcome, String> {
+    exchange(http, request).await.map(|(status, _)| Outcome::Status(status))
+}
+
+/// [`send`], keeping the status and the body.
+pub async fn exchange(http: &reqwest::Client, request: reqwest::Request) -> Result<(u16, Vec<u8>), String> {
     let resp = http.execute(request).await.map_err(|e| format!("request failed: {e}"))?;
     let status = resp.status().as_u16();
-    resp.bytes().await.map_err(|e| format!("reading the answer failed: {e}"))?;
-    Ok(Outcome::Status(status))
+    let body = resp.bytes().await.map_err(|e| format!("reading the answer failed: {e}"))?;
+    Ok((status, body.to_vec()))
 }
 
 /// A capacity-1 resource made by the admin; returns its id.
 pub async fn create_resource(http: &reqwest::Client, server: &Server, name: &str) -> Result<Uuid, BoxError> {
-    let resp = http
-        .post(server.url("/v1/resources"))
-        .header("x-principal", "admin")
-        .json(&json!({"name": name, "capacity": 1}))
-        .send()
-        .await?;
+    create_resource_with(http, server, json!({"name": name, "capacity": 1})).await
+}
+
+/// A resource made by the admin from `body` (`POST /v1/resources`); returns its id.
+pub async fn create_resource_with(
+    http: &reqwest::Client,
+    server: &Server,
+    body: serde_json::Value,
+) -> Result<Uuid, BoxError> {
+    let resp = http.post(server.url("/v1/resources")).header("x-principal", "admin").json(&body).send().await?;
     let status = resp.status();
     let body: serde_json::Value = resp.json().await?;
     if status != reqwest::StatusCode::CREATED {

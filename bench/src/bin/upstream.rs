@@ -22,6 +22,7 @@
 
 use acceptance::upstream_mock::MockUpstream;
 use acceptance::{Options, TestApp, hours};
+use bench::stats::{ms, percentile};
 use futures::future::join_all;
 use serde_json::{Value, json};
 use shared::upstream::{SystemOfRecord, UpstreamError};
@@ -29,17 +30,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Barrier;
 
+/// The nearest-rank percentile of the core bench, or zero for no samples.
 fn pct(mut v: Vec<Duration>, p: f64) -> Duration {
     if v.is_empty() {
         return Duration::ZERO;
     }
     v.sort_unstable();
-    let i = ((p / 100.0) * v.len() as f64).ceil() as usize;
-    v[i.clamp(1, v.len()) - 1]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+    percentile(&v, p)
 }
 
 /// The seed's first version: each request writes upstream itself.

@@ -1,0 +1,9 @@
+//! The benchmarks' pieces, shared by the binaries: `bench` (`src/main.rs`: the burst,
+//! uncontended throughput and the raw baseline), `upstream-bench` and `soak`.
+
+pub mod burst;
+pub mod cpu;
+pub mod setup;
+pub mod soak;
+pub mod stats;
+pub mod throughput;
