@@ -73,6 +73,7 @@ BEGIN
                                  exp.status, exp.source, exp.failure_reason),
                p_now, p_now
         FROM exp
+        RETURNING 1
     ), gate AS (
         SELECT count(*) AS expired FROM exp
     ), ins AS (
@@ -91,7 +92,8 @@ BEGIN
                reservation_event(ins.id, ins.resource_id, ins.owner, ins.starts_at, ins.ends_at, ins.quantity,
                                  ins.status, ins.source, ins.failure_reason),
                p_now, p_now
-        FROM ins WHERE ins.status IN ('HELD', 'CONFIRMED')
+        -- After the expiries' events (exp_ev), so the log reads in the order things happened.
+        FROM ins, (SELECT count(*) FROM exp_ev) AS expiries_logged WHERE ins.status IN ('HELD', 'CONFIRMED')
     )
     SELECT true, ins.* FROM ins
     UNION ALL

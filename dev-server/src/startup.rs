@@ -99,7 +99,7 @@ pub async fn listen(port: u16) -> Result<TcpListener, StartupError> {
 /// Connects to the database once and applies the migrations.
 pub async fn migrate(config: &Config) -> Result<usize, StartupError> {
     db::connect_and_migrate(config).await.map_err(|e| {
-        let at = database_address(&config.database_url);
+        let at = database_address(config.database_url.expose());
         match e {
             MigrateError::Config(e) => StartupError::Config(e),
             MigrateError::Database(e) => StartupError::Database { at, reason: postgres_reason(&e) },

@@ -185,6 +185,25 @@ impl TestApp {
         .await
     }
 
+    /// A hold of one unit of `[day + from_hour, day + to_hour)` that must succeed; the
+    /// reservation document.
+    pub async fn hold(&self, who: &str, resource: Uuid, from_hour: i64, to_hour: i64) -> Value {
+        let (s, e) = hours(from_hour, to_hour);
+        let (status, body) = self.reserve(who, resource, (&s, &e), 1).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body
+    }
+
+    /// `POST /v1/reservations/{id}/confirm` as `who`.
+    pub async fn confirm(&self, who: &str, reservation_id: &Value) -> (StatusCode, Value) {
+        send(
+            self.http
+                .post(self.url(&format!("{}/confirm", reservation_path(reservation_id))))
+                .header("x-principal", who),
+        )
+        .await
+    }
+
     /// The intent messages waiting in the outbox, taken out as the relay would send them.
     pub async fn take_intent_messages(&self) -> Vec<shared::events::Envelope> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -225,6 +244,16 @@ pub async fn active_claims(db: &deadpool_postgres::Object, resource: Uuid) -> Ve
     .iter()
     .map(|r| shared::domain::Claim { start: r.get(0), end: r.get(1), quantity: r.get::<_, i32>(2).into() })
     .collect()
+}
+
+/// `/v1/reservations/{id}` for a reservation id as the API answers it.
+pub fn reservation_path(id: &Value) -> String {
+    format!("/v1/reservations/{}", id.as_str().expect("a reservation id"))
+}
+
+/// The JSON of a Lambda handler's response body.
+pub fn json_of(body: &lambda_http::Body) -> Value {
+    serde_json::from_slice(body.as_ref()).expect("a JSON body")
 }
 
 /// Sends a request and reads the JSON answer (`Null` for an empty body).

@@ -3,13 +3,8 @@
 //! user through CloudWatch Logs Insights. Its own test binary, because the subscriber
 //! it installs is process-wide, as in a function.
 
-use acceptance::{TestApp, hours, lambda_request};
-use lambda_http::Body;
+use acceptance::{TestApp, hours, json_of, lambda_request};
 use serde_json::{Value, json};
-
-fn json_of(body: &Body) -> Value {
-    serde_json::from_slice(body.as_ref()).unwrap()
-}
 
 /// Log output captured, written by the same JSON formatter the Lambda runtime's
 /// subscriber uses when the function's log format is JSON.

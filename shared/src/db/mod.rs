@@ -164,7 +164,7 @@ impl From<deadpool_postgres::PoolError> for DbError {
 /// The connection settings, with per-session guards that keep a frozen or dying
 /// function from holding row locks: statements and idle transactions are cut off.
 pub fn pg_config(config: &Config) -> Result<tokio_postgres::Config, ConfigError> {
-    let mut pg = tokio_postgres::Config::from_str(&config.database_url).map_err(ConfigError::DatabaseUrl)?;
+    let mut pg = tokio_postgres::Config::from_str(config.database_url.expose()).map_err(ConfigError::DatabaseUrl)?;
     let ms = config.db_statement_timeout.as_millis();
     pg.options(format!(
         "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={} -c TimeZone=UTC",

@@ -10,7 +10,7 @@ use serde::Deserialize;
 pub struct HttpSystemOfRecord {
     client: reqwest::Client,
     base: String,
-    token: Option<String>,
+    token: Option<crate::config::Secret>,
 }
 
 impl HttpSystemOfRecord {
@@ -29,7 +29,7 @@ impl HttpSystemOfRecord {
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let r = self.client.request(method, format!("{}{}", self.base, path));
         match &self.token {
-            Some(t) => r.bearer_auth(t),
+            Some(t) => r.bearer_auth(t.expose()),
             None => r,
         }
     }

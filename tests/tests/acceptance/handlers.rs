@@ -1,19 +1,15 @@
 //! The Lambda handlers are plain async functions: called here directly with
 //! `lambda_http` requests, without the runtime and without the dev server.
 
-use acceptance::{TestApp, hours, lambda_request};
+use acceptance::{TestApp, hours, json_of, lambda_request};
+use lambda_http::RequestExt;
 use lambda_http::aws_lambda_events::apigw::{
     ApiGatewayRequestAuthorizer, ApiGatewayRequestAuthorizerJwtDescription, ApiGatewayV2httpRequestContext,
 };
 use lambda_http::request::RequestContext;
-use lambda_http::{Body, RequestExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use shared::config::AuthMode;
 use std::collections::HashMap;
-
-fn json_of(body: &Body) -> Value {
-    serde_json::from_slice(body.as_ref()).unwrap()
-}
 
 /// A request as API Gateway hands it over behind the JWT authorizer.
 fn with_jwt(mut req: lambda_http::Request, sub: &str, scope: &str) -> lambda_http::Request {

@@ -1,7 +1,7 @@
 //! The waitlist: freed capacity is handed over in FIFO order, in the transaction that
 //! frees it, and never exceeds the capacity.
 
-use acceptance::{TestApp, hours, send, slug};
+use acceptance::{TestApp, hours, reservation_path, send, slug};
 use chrono::{Duration, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -11,13 +11,6 @@ use shared::domain::peak_load;
 use shared::events::LogPublisher;
 use std::sync::Arc;
 use uuid::Uuid;
-
-async fn hold(app: &TestApp, who: &str, resource: Uuid, from: i64, to: i64) -> Value {
-    let (s, e) = hours(from, to);
-    let (status, body) = app.reserve(who, resource, (&s, &e), 1).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    body
-}
 
 async fn join(app: &TestApp, who: &str, resource: Uuid, from: i64, to: i64, quantity: i32) -> Value {
     let (s, e) = hours(from, to);
@@ -41,25 +34,17 @@ async fn reservation(app: &TestApp, who: &str, id: &Value) -> Value {
     send(app.get(who, &format!("/v1/reservations/{}", id.as_str().unwrap()))).await.1
 }
 
-fn rpath(id: &Value) -> String {
-    format!("/v1/reservations/{}", id.as_str().unwrap())
-}
-
-async fn confirm(app: &TestApp, who: &str, id: &Value) -> (StatusCode, Value) {
-    send(app.http.post(app.url(&format!("{}/confirm", rpath(id)))).header("x-principal", who)).await
-}
-
 #[tokio::test]
 async fn a_release_offers_the_slot_to_the_first_waiter_and_not_to_the_second() {
     let app = TestApp::spawn().await;
     let room = app.resource(1).await;
-    let alice = hold(&app, "alice", room, 10, 11).await;
+    let alice = app.hold("alice", room, 10, 11).await;
     let bob = join(&app, "bob", room, 10, 11, 1).await;
     let carol = join(&app, "carol", room, 10, 11, 1).await;
     assert_eq!((bob["status"].as_str(), bob["position"].as_i64()), (Some("WAITING"), Some(1)));
     assert_eq!((carol["status"].as_str(), carol["position"].as_i64()), (Some("WAITING"), Some(2)));
 
-    send(app.delete("alice", &rpath(&alice["id"]))).await;
+    send(app.delete("alice", &reservation_path(&alice["id"]))).await;
     let bob = entry(&app, "bob", &bob).await;
     assert_eq!(bob["status"], "OFFERED");
     assert_eq!(bob["position"], Value::Null);
@@ -77,22 +62,22 @@ async fn a_release_offers_the_slot_to_the_first_waiter_and_not_to_the_second() {
 async fn a_declined_offer_passes_to_the_next_waiter_and_confirming_accepts() {
     let app = TestApp::spawn().await;
     let room = app.resource(1).await;
-    let alice = hold(&app, "alice", room, 10, 11).await;
+    let alice = app.hold("alice", room, 10, 11).await;
     let bob = join(&app, "bob", room, 10, 11, 1).await;
     let carol = join(&app, "carol", room, 10, 11, 1).await;
-    send(app.delete("alice", &rpath(&alice["id"]))).await;
+    send(app.delete("alice", &reservation_path(&alice["id"]))).await;
     let bob = entry(&app, "bob", &bob).await;
 
     // Only the entry's owner can accept: the offer is bob's reservation.
-    assert_eq!(confirm(&app, "carol", &bob["reservation_id"]).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(app.confirm("carol", &bob["reservation_id"]).await.0, StatusCode::NOT_FOUND);
     // Bob declines by deleting the offer; it passes to carol.
-    let (status, declined) = send(app.delete("bob", &rpath(&bob["reservation_id"]))).await;
+    let (status, declined) = send(app.delete("bob", &reservation_path(&bob["reservation_id"]))).await;
     assert_eq!((status, declined["status"].as_str()), (StatusCode::OK, Some("RELEASED")));
     assert_eq!(entry(&app, "bob", &bob).await["status"], "CANCELLED");
     let carol = entry(&app, "carol", &carol).await;
     assert_eq!(carol["status"], "OFFERED");
 
-    let (status, accepted) = confirm(&app, "carol", &carol["reservation_id"]).await;
+    let (status, accepted) = app.confirm("carol", &carol["reservation_id"]).await;
     assert_eq!((status, accepted["status"].as_str()), (StatusCode::OK, Some("CONFIRMED")));
     assert_eq!(entry(&app, "carol", &carol).await["status"], "ACCEPTED");
 }
@@ -118,7 +103,7 @@ async fn entries_that_do_not_fit_keep_waiting_and_later_ones_that_fit_are_offere
     let small = join(&app, "carol", hall, 10, 11, 1).await;
     assert_eq!((big["status"].as_str(), small["status"].as_str()), (Some("WAITING"), Some("WAITING")));
     // One unit frees: bob (2) does not fit and keeps his place; carol (1) does.
-    send(app.delete("alice", &rpath(&a["id"]))).await;
+    send(app.delete("alice", &reservation_path(&a["id"]))).await;
     let big = entry(&app, "bob", &big).await;
     assert_eq!((big["status"].as_str(), big["position"].as_i64()), (Some("WAITING"), Some(1)));
     assert_eq!(entry(&app, "carol", &small).await["status"], "OFFERED");
@@ -129,11 +114,11 @@ async fn an_offer_that_lapses_passes_on_and_leaving_an_offered_entry_passes_it_o
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let room = app.resource_with(json!({"name": "Room", "offer_ttl_seconds": 60})).await;
-    let alice = hold(&app, "alice", room, 10, 11).await;
+    let alice = app.hold("alice", room, 10, 11).await;
     let bob = join(&app, "bob", room, 10, 11, 1).await;
     let carol = join(&app, "carol", room, 10, 11, 1).await;
     let dave = join(&app, "dave", room, 10, 11, 1).await;
-    send(app.delete("alice", &rpath(&alice["id"]))).await;
+    send(app.delete("alice", &reservation_path(&alice["id"]))).await;
     let bob = entry(&app, "bob", &bob).await;
     assert_eq!(bob["status"], "OFFERED");
 
@@ -144,7 +129,7 @@ async fn an_offer_that_lapses_passes_on_and_leaving_an_offered_entry_passes_it_o
     assert_eq!(entry(&app, "bob", &bob).await["status"], "EXPIRED");
     let carol = entry(&app, "carol", &carol).await;
     assert_eq!(carol["status"], "OFFERED");
-    assert_eq!(confirm(&app, "bob", &bob["reservation_id"]).await.0, StatusCode::CONFLICT);
+    assert_eq!(app.confirm("bob", &bob["reservation_id"]).await.0, StatusCode::CONFLICT);
 
     // Carol leaves while offered: her hold is released and passes to dave.
     let (status, left) = send(app.delete("carol", &format!("/v1/waitlist/{}", carol["id"].as_str().unwrap()))).await;
@@ -158,12 +143,12 @@ async fn a_lapsed_hold_is_offered_by_the_sweep_without_any_client_call() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 30})).await;
-    hold(&app, "alice", room, 10, 11).await;
+    app.hold("alice", room, 10, 11).await;
     let bob = join(&app, "bob", room, 10, 11, 1).await;
     clock.advance(Duration::seconds(31));
     // The scheduled function, invoked as EventBridge would invoke it.
     let event: aws_lambda_events::eventbridge::EventBridgeEvent<Value> =
-        serde_json::from_str(include_str!("../events/scheduled.json")).unwrap();
+        serde_json::from_str(include_str!("../../events/scheduled.json")).unwrap();
     let report =
         sweeper::handler(&app.state, &LogPublisher, lambda_runtime::LambdaEvent::new(event, Default::default()))
             .await
@@ -178,7 +163,7 @@ async fn a_lapsed_hold_goes_to_the_waiter_before_a_newcomer_even_before_the_swee
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 30})).await;
-    hold(&app, "alice", room, 10, 11).await;
+    app.hold("alice", room, 10, 11).await;
     let bob = join(&app, "bob", room, 10, 11, 1).await;
     clock.advance(Duration::seconds(31));
     let (s, e) = hours(10, 11);
@@ -190,7 +175,7 @@ async fn a_lapsed_hold_goes_to_the_waiter_before_a_newcomer_even_before_the_swee
 async fn others_cannot_see_or_leave_an_entry() {
     let app = TestApp::spawn().await;
     let room = app.resource(1).await;
-    hold(&app, "alice", room, 10, 11).await;
+    app.hold("alice", room, 10, 11).await;
     let bob = join(&app, "bob", room, 10, 11, 1).await;
     let path = format!("/v1/waitlist/{}", bob["id"].as_str().unwrap());
     for (status, problem) in [send(app.get("mallory", &path)).await, send(app.delete("mallory", &path)).await] {
@@ -212,7 +197,7 @@ async fn two_concurrent_sweeps_expire_a_thousand_holds_once_each_and_offer_each_
     let mut waiters = 0;
     for (i, room) in rooms.iter().enumerate() {
         for h in 0..10 {
-            hold(&app, &format!("h{i}x{h}"), *room, h, h + 1).await;
+            app.hold(&format!("h{i}x{h}"), *room, h, h + 1).await;
             if h % 2 == 0 {
                 join(&app, &format!("w{i}x{h}"), *room, h, h + 1, 1).await;
                 waiters += 1;
@@ -300,7 +285,7 @@ async fn no_waitlist_path_ever_exceeds_the_capacity() {
                         let (s, e) = hours(*s, *e);
                         let (status, r) = app.reserve(who, hall, (&s, &e), *q).await;
                         if status == StatusCode::CREATED && *kind == 2 {
-                            send(app.delete(who, &rpath(&r["id"]))).await
+                            send(app.delete(who, &reservation_path(&r["id"]))).await
                         } else {
                             (status, r)
                         }

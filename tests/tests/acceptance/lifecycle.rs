@@ -1,7 +1,7 @@
 //! A reservation's life: hold, confirm, release, cancel, expire; who may see it; what
 //! the calendar read reports.
 
-use acceptance::{TestApp, hours, send, slug};
+use acceptance::{TestApp, hours, reservation_path, send, slug};
 use chrono::{Duration, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -9,39 +9,24 @@ use shared::clock::ManualClock;
 use std::sync::Arc;
 use uuid::Uuid;
 
-async fn hold(app: &TestApp, who: &str, resource: Uuid, from: i64, to: i64) -> Value {
-    let (s, e) = hours(from, to);
-    let (status, body) = app.reserve(who, resource, (&s, &e), 1).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    body
-}
-
-fn path(r: &Value) -> String {
-    format!("/v1/reservations/{}", r["id"].as_str().unwrap())
-}
-
-async fn confirm(app: &TestApp, who: &str, r: &Value) -> (StatusCode, Value) {
-    send(app.http.post(app.url(&format!("{}/confirm", path(r)))).header("x-principal", who)).await
-}
-
 #[tokio::test]
 async fn a_lapsed_hold_stops_blocking_at_once_without_any_sweep() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 60})).await;
-    let first = hold(&app, "alice", room, 10, 11).await;
+    let first = app.hold("alice", room, 10, 11).await;
     let (s, e) = hours(10, 11);
     assert_eq!(app.reserve("bob", room, (&s, &e), 1).await.0, StatusCode::CONFLICT);
 
     clock.advance(Duration::seconds(60));
-    let (status, read) = send(app.get("alice", &path(&first))).await;
+    let (status, read) = send(app.get("alice", &reservation_path(&first["id"]))).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(read["status"], "EXPIRED");
     assert_eq!(read["expires_at"], Value::Null);
     let (status, second) = app.reserve("bob", room, (&s, &e), 1).await;
     assert_eq!(status, StatusCode::CREATED, "{second}");
 
-    let (status, problem) = confirm(&app, "alice", &first).await;
+    let (status, problem) = app.confirm("alice", &first["id"]).await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(slug(&problem), "reservation-not-held");
     // The inline expiry wrote the lapse down, in the same transaction that reused the slot.
@@ -61,14 +46,14 @@ async fn a_lapsed_hold_stops_blocking_at_once_without_any_sweep() {
 async fn a_hold_confirms_once_and_confirming_again_changes_nothing() {
     let app = TestApp::spawn().await;
     let room = app.resource(1).await;
-    let r = hold(&app, "alice", room, 10, 11).await;
+    let r = app.hold("alice", room, 10, 11).await;
     assert_eq!(r["status"], "HELD");
     assert!(r["expires_at"].is_string());
-    let (status, confirmed) = confirm(&app, "alice", &r).await;
+    let (status, confirmed) = app.confirm("alice", &r["id"]).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(confirmed["status"], "CONFIRMED");
     assert_eq!(confirmed["expires_at"], Value::Null);
-    let (status, again) = confirm(&app, "alice", &r).await;
+    let (status, again) = app.confirm("alice", &r["id"]).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(again["updated_at"], confirmed["updated_at"]);
 }
@@ -77,31 +62,31 @@ async fn a_hold_confirms_once_and_confirming_again_changes_nothing() {
 async fn a_released_hold_frees_the_slot_and_cannot_be_confirmed() {
     let app = TestApp::spawn().await;
     let room = app.resource(1).await;
-    let r = hold(&app, "alice", room, 10, 11).await;
-    let (status, released) = send(app.delete("alice", &path(&r))).await;
+    let r = app.hold("alice", room, 10, 11).await;
+    let (status, released) = send(app.delete("alice", &reservation_path(&r["id"]))).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(released["status"], "RELEASED");
-    let (status, again) = send(app.delete("alice", &path(&r))).await;
+    let (status, again) = send(app.delete("alice", &reservation_path(&r["id"]))).await;
     assert_eq!(status, StatusCode::OK, "deleting again answers the current state");
     assert_eq!(again["status"], "RELEASED");
-    let (status, problem) = confirm(&app, "alice", &r).await;
+    let (status, problem) = app.confirm("alice", &r["id"]).await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(slug(&problem), "reservation-not-held");
-    hold(&app, "bob", room, 10, 11).await;
+    app.hold("bob", room, 10, 11).await;
 }
 
 #[tokio::test]
 async fn deleting_a_confirmed_booking_cancels_it_and_frees_the_slot() {
     let app = TestApp::spawn().await;
     let room = app.resource(1).await;
-    let r = hold(&app, "alice", room, 10, 11).await;
-    confirm(&app, "alice", &r).await;
-    let (status, cancelled) = send(app.delete("alice", &path(&r))).await;
+    let r = app.hold("alice", room, 10, 11).await;
+    app.confirm("alice", &r["id"]).await;
+    let (status, cancelled) = send(app.delete("alice", &reservation_path(&r["id"]))).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(cancelled["status"], "CANCELLED");
-    let (status, problem) = confirm(&app, "alice", &r).await;
+    let (status, problem) = app.confirm("alice", &r["id"]).await;
     assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "reservation-not-held"));
-    hold(&app, "bob", room, 10, 11).await;
+    app.hold("bob", room, 10, 11).await;
 }
 
 #[tokio::test]
@@ -109,9 +94,9 @@ async fn deleting_a_lapsed_hold_reports_it_expired() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 5})).await;
-    let r = hold(&app, "alice", room, 10, 11).await;
+    let r = app.hold("alice", room, 10, 11).await;
     clock.advance(Duration::seconds(6));
-    let (status, body) = send(app.delete("alice", &path(&r))).await;
+    let (status, body) = send(app.delete("alice", &reservation_path(&r["id"]))).await;
     assert_eq!((status, body["status"].as_str()), (StatusCode::OK, Some("EXPIRED")));
 }
 
@@ -119,18 +104,18 @@ async fn deleting_a_lapsed_hold_reports_it_expired() {
 async fn others_cannot_see_confirm_or_release_a_reservation_but_admins_can_read_it() {
     let app = TestApp::spawn().await;
     let room = app.resource(1).await;
-    let r = hold(&app, "alice", room, 10, 11).await;
+    let r = app.hold("alice", room, 10, 11).await;
     for (status, problem) in [
-        send(app.get("mallory", &path(&r))).await,
-        confirm(&app, "mallory", &r).await,
-        send(app.delete("mallory", &path(&r))).await,
+        send(app.get("mallory", &reservation_path(&r["id"]))).await,
+        app.confirm("mallory", &r["id"]).await,
+        send(app.delete("mallory", &reservation_path(&r["id"]))).await,
     ] {
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert_eq!(slug(&problem), "reservation-not-found");
     }
-    let (status, read) = send(app.get("alice", &path(&r))).await;
+    let (status, read) = send(app.get("alice", &reservation_path(&r["id"]))).await;
     assert_eq!((status, read["status"].as_str()), (StatusCode::OK, Some("HELD")));
-    let (status, read) = send(app.get("admin", &path(&r))).await;
+    let (status, read) = send(app.get("admin", &reservation_path(&r["id"]))).await;
     assert_eq!((status, read["owner"].as_str()), (StatusCode::OK, Some("alice")));
 }
 
@@ -146,7 +131,7 @@ async fn the_owner_is_the_principal_never_a_field_of_the_body() {
     ))
     .await;
     assert_eq!((status, slug(&problem)), (StatusCode::BAD_REQUEST, "validation-error"));
-    let r = hold(&app, "alice", room, 10, 11).await;
+    let r = app.hold("alice", room, 10, 11).await;
     assert_eq!(r["owner"], "alice");
 }
 
@@ -154,11 +139,11 @@ async fn the_owner_is_the_principal_never_a_field_of_the_body() {
 async fn availability_lists_what_is_taken_and_cuts_the_rest_into_free_pieces() {
     let app = TestApp::spawn().await;
     let room = app.resource(2).await;
-    hold(&app, "alice", room, 10, 12).await;
-    let b = hold(&app, "bob", room, 11, 13).await;
-    confirm(&app, "bob", &b).await;
-    let released = hold(&app, "carol", room, 9, 10).await;
-    send(app.delete("carol", &path(&released))).await;
+    app.hold("alice", room, 10, 12).await;
+    let b = app.hold("bob", room, 11, 13).await;
+    app.confirm("bob", &b["id"]).await;
+    let released = app.hold("carol", room, 9, 10).await;
+    send(app.delete("carol", &reservation_path(&released["id"]))).await;
 
     let (from, to) = hours(9, 14);
     let (status, a) =
@@ -193,7 +178,7 @@ async fn availability_forgets_lapsed_holds_at_once() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 30})).await;
-    hold(&app, "alice", room, 10, 11).await;
+    app.hold("alice", room, 10, 11).await;
     clock.advance(Duration::seconds(31));
     let (from, to) = hours(9, 12);
     let (_, a) =
@@ -229,10 +214,10 @@ async fn an_upstream_confirm_never_fakes_success_and_without_a_view_availability
     let app = TestApp::spawn().await;
     let seat =
         app.resource_with(json!({"name": "Library seat", "authority": "upstream", "upstream_ref": "seat-42"})).await;
-    let r = hold(&app, "alice", seat, 10, 11).await;
-    let (status, confirming) = confirm(&app, "alice", &r).await;
+    let r = app.hold("alice", seat, 10, 11).await;
+    let (status, confirming) = app.confirm("alice", &r["id"]).await;
     assert_eq!((status, confirming["status"].as_str()), (StatusCode::ACCEPTED, Some("CONFIRMING")));
-    let (_, read) = send(app.get("alice", &path(&r))).await;
+    let (_, read) = send(app.get("alice", &reservation_path(&r["id"]))).await;
     assert_eq!((read["status"].as_str(), read["intent"]["state"].as_str()), (Some("CONFIRMING"), Some("REQUESTED")));
     let (from, to) = hours(9, 12);
     let resp = app

@@ -6,7 +6,7 @@
 //! tests/events with their placeholder ids replaced by real ones.
 //!
 //! Needs `cargo-lambda` and moto's server: `scripts/lambda-smoke` installs both and
-//! runs this with `cargo test -p acceptance --test lambda_entrypoints -- --ignored`.
+//! runs this with `cargo test -p acceptance --test acceptance -- --ignored lambda_entrypoints::`.
 //!
 //! Why the emulator does not start the functions itself: `cargo lambda watch` would
 //! `cargo run --bin NAME` each function on its first invocation, package by package,

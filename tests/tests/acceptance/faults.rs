@@ -430,19 +430,3 @@ async fn the_sweeper_purges_published_events_past_retention_and_keeps_the_rest()
     assert_eq!(count("SELECT count(*) FROM outbox").await, 1);
     assert_eq!(count("SELECT count(*) FROM outbox WHERE published_at IS NULL").await, 1);
 }
-
-#[tokio::test]
-async fn every_named_statement_prepares_against_the_migrated_schema() {
-    let app = TestApp::spawn().await;
-    let db = app.db().await;
-    let mut failures = Vec::new();
-    for (name, sql) in shared::db::STATEMENTS {
-        if let Err(e) = db.prepare(sql).await {
-            failures.push(format!(
-                "{name}: {}",
-                e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string())
-            ));
-        }
-    }
-    assert!(failures.is_empty(), "{failures:#?}");
-}

@@ -1,0 +1,23 @@
+//! The acceptance tests, one binary: the whole HTTP API, the Lambda handlers and the
+//! scripts' promises against a real PostgreSQL (see `acceptance`, the harness in
+//! tests/src). One module per subject. `request_logs` is a binary of its own because it
+//! installs the process-wide log subscriber, as a function does.
+
+mod bad_input;
+mod concurrency;
+mod database_tls;
+mod event_fixtures;
+mod faults;
+mod handlers;
+mod hostile_clients;
+mod idempotency;
+mod lambda_by_hand;
+mod lambda_entrypoints;
+mod lifecycle;
+mod openapi;
+mod outbox;
+mod startup_errors;
+mod statements;
+mod template_routes;
+mod upstream;
+mod waitlist;
