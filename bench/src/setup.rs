@@ -197,7 +197,7 @@ impl Server {
         let base = format!("http://{}", listener.local_addr()?);
         let mut tasks = vec![tokio::spawn(dev_server::serve(listener, state.clone()))];
         if let Some(every) = options.sweep_every {
-            tasks.push(tokio::spawn(dev_server::run_scheduled(state.clone(), shared::events::LogPublisher, every)));
+            tasks.push(tokio::spawn(dev_server::run_scheduled(state.clone(), shared::outbox::LogPublisher, every)));
         }
         Ok(Self { base, state, tasks })
     }

@@ -166,7 +166,7 @@ pub async fn serve_with(listener: TcpListener, state: AppState, limits: Limits) 
 }
 
 /// Runs the sweeper's own sweep every `interval`, as the EventBridge schedule does in AWS.
-pub async fn run_scheduled<P: shared::events::Publisher>(state: AppState, publisher: P, interval: std::time::Duration) {
+pub async fn run_scheduled<P: shared::outbox::Publisher>(state: AppState, publisher: P, interval: std::time::Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -179,8 +179,8 @@ pub async fn run_scheduled<P: shared::events::Publisher>(state: AppState, publis
 /// handler; one it could not finish comes back after a second, as SQS would redeliver it.
 pub async fn run_intent_worker(
     state: AppState,
-    mut queue: tokio::sync::mpsc::UnboundedReceiver<shared::events::Envelope>,
-    requeue: tokio::sync::mpsc::UnboundedSender<shared::events::Envelope>,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<shared::outbox::Envelope>,
+    requeue: tokio::sync::mpsc::UnboundedSender<shared::outbox::Envelope>,
 ) {
     while let Some(envelope) = queue.recv().await {
         let (state, requeue) = (state.clone(), requeue.clone());

@@ -1,5 +1,5 @@
 use dev_server::startup::{self, Settings, StartupError};
-use shared::events::{LogPublisher, Queue, SqsPublisher};
+use shared::outbox::{LogPublisher, Queue, SqsPublisher};
 use shared::{AppState, config::Defaults};
 use std::process::ExitCode;
 
@@ -35,7 +35,7 @@ async fn run() -> Result<(), StartupError> {
     // Intents: a real SQS queue when one is named, else an in-process one.
     match env("INTENTS_QUEUE_URL") {
         Some(url) => {
-            let sqs = shared::events::sqs_client_from_env();
+            let sqs = shared::outbox::sqs_client_from_env();
             state = state.with_intents(Queue::Sqs(SqsPublisher::new(sqs.clone(), url.clone())));
             background.push(tokio::spawn(dev_server::run_intent_worker_on_sqs(state.clone(), sqs, url)));
         }

@@ -20,7 +20,7 @@
 //!   and the lease reaper and requeue (`reaper`).
 //! - [`upstream`]: the system-of-record adapter, the shared circuit breaker
 //!   (`breaker`) and the shared single-flight read cache (`cache`).
-//! - [`events`]: the outbox relay (after commit and from the sweeper) to SQS, with
+//! - [`outbox`]: the outbox relay (after commit and from the sweeper) to SQS, with
 //!   its publishers.
 //! - [`http`]: the adapter from `lambda_http` requests to those operations: routing
 //!   (`routes`), identity and strict JSON bodies (`request`), idempotency keys
@@ -36,10 +36,10 @@ pub mod clock;
 pub mod config;
 pub mod db;
 pub mod domain;
-pub mod events;
 pub mod http;
 pub mod intents;
 pub mod metrics;
+pub mod outbox;
 pub mod upstream;
 
 pub use clock::{Clock, SystemClock};
@@ -56,7 +56,7 @@ pub struct AppState {
     /// The system of record, where this function calls it.
     pub upstream: Option<Arc<dyn upstream::SystemOfRecord>>,
     /// Where intent messages go after commit.
-    pub intents: Arc<events::Queue>,
+    pub intents: Arc<outbox::Queue>,
     /// Places for retries waiting on an in-progress idempotency key (see `http`).
     pub idempotency_waiters: Arc<tokio::sync::Semaphore>,
 }
@@ -69,11 +69,11 @@ impl AppState {
             config: Arc::new(config),
             clock: Arc::new(SystemClock),
             upstream: None,
-            intents: Arc::new(events::Queue::None),
+            intents: Arc::new(outbox::Queue::None),
         }
     }
 
-    pub fn with_intents(mut self, queue: events::Queue) -> Self {
+    pub fn with_intents(mut self, queue: outbox::Queue) -> Self {
         self.intents = Arc::new(queue);
         self
     }

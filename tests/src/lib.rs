@@ -205,14 +205,14 @@ impl TestApp {
     }
 
     /// The intent messages waiting in the outbox, taken out as the relay would send them.
-    pub async fn take_intent_messages(&self) -> Vec<shared::events::Envelope> {
+    pub async fn take_intent_messages(&self) -> Vec<shared::outbox::Envelope> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let queue = shared::events::Queue::Channel(tx);
-        shared::events::relay(
+        let queue = shared::outbox::Queue::Channel(tx);
+        shared::outbox::relay(
             &self.state.pool,
             self.state.clock.as_ref(),
             &queue,
-            shared::events::Topic::Intents,
+            shared::outbox::Topic::Intents,
             std::time::Duration::from_secs(30),
         )
         .await
@@ -433,7 +433,7 @@ impl Moto {
     }
 
     pub async fn sqs(&self) -> aws_sdk_sqs::Client {
-        shared::events::sqs_client(
+        shared::outbox::sqs_client(
             "us-east-1".into(),
             aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests"),
             Some(self.endpoint.clone()),
@@ -484,7 +484,7 @@ impl Drop for Moto {
 }
 
 /// An SQS record carrying an outbox envelope, as the intents queue delivers it.
-pub fn sqs_record(envelope: &shared::events::Envelope) -> aws_lambda_events::sqs::SqsMessage {
+pub fn sqs_record(envelope: &shared::outbox::Envelope) -> aws_lambda_events::sqs::SqsMessage {
     let mut m = aws_lambda_events::sqs::SqsMessage::default();
     m.message_id = Some(Uuid::new_v4().to_string());
     m.body = Some(serde_json::to_string(envelope).unwrap());

@@ -72,7 +72,7 @@ async fn main() {
     let mut app = TestApp::spawn_with(Options { upstream: Some(upstream.base.clone()), ..Default::default() }).await;
     // The dev server's in-process intent queue and worker, as `scripts/dev` runs them.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    app.state = app.state.clone().with_intents(shared::events::Queue::Channel(tx.clone()));
+    app.state = app.state.clone().with_intents(shared::outbox::Queue::Channel(tx.clone()));
     tokio::spawn(dev_server::run_intent_worker(app.state.clone(), rx, tx));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

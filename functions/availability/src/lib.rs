@@ -95,3 +95,27 @@ async fn health(state: &AppState) -> Result<Response<Body>, ApiError> {
         Err(e) => Err(ApiError::DatabaseUnavailable(e)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::window;
+    use shared::http::ApiError;
+
+    fn get(uri: &str) -> lambda_http::Request {
+        http::Request::builder().uri(uri).body(lambda_http::Body::Empty).unwrap()
+    }
+
+    #[test]
+    fn the_window_is_read_from_the_query_with_its_offsets() {
+        let (from, to) = window(&get("/x?from=2027-03-15T10:00:00%2B02:00&to=2027-03-15T12:00:00Z")).unwrap();
+        assert_eq!(from.to_rfc3339(), "2027-03-15T08:00:00+00:00");
+        assert_eq!(to.to_rfc3339(), "2027-03-15T12:00:00+00:00");
+    }
+
+    #[test]
+    fn every_missing_or_unreadable_bound_is_named() {
+        let Err(ApiError::Validation(errors)) = window(&get("/x?to=yesterday")) else { panic!("refused") };
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["from", "to"]);
+    }
+}

@@ -52,7 +52,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     .await?;
     // Committed: hand the intent to the worker now, not at the next sweep.
     if queued {
-        shared::events::publish_intents(state).await;
+        shared::outbox::publish_intents(state).await;
     }
     Ok(response)
 }

@@ -10,25 +10,15 @@
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_runtime::{Error, LambdaEvent};
-use serde::Deserialize;
 use shared::AppState;
 use shared::intents::{self, Processed};
+use shared::outbox::IntentMessage;
 use tracing::Instrument;
 use uuid::Uuid;
 
-#[derive(Deserialize)]
-struct Envelope {
-    data: IntentMessage,
-}
-
-#[derive(Deserialize)]
-struct IntentMessage {
-    intent_id: Uuid,
-}
-
 /// Reads the intent id from a message body (the outbox envelope).
 pub fn intent_of(body: &str) -> Option<Uuid> {
-    serde_json::from_str::<Envelope>(body).ok().map(|e| e.data.intent_id)
+    IntentMessage::from_body(body).map(|m| m.intent_id)
 }
 
 /// Processes one message; `false` means "deliver it again".
@@ -75,4 +65,21 @@ pub async fn handler(state: &AppState, event: LambdaEvent<SqsEvent>) -> Result<S
         }
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::intent_of;
+
+    #[test]
+    fn an_intent_message_names_its_intent_and_anything_else_is_unreadable() {
+        let id = uuid::Uuid::now_v7();
+        let body = format!(
+            r#"{{"id":"{id}","type":"intent.requested","subject_id":"{id}","occurred_at":"2027-01-01T00:00:00Z",
+                "data":{{"intent_id":"{id}","reservation_id":"{id}"}}}}"#
+        );
+        assert_eq!(intent_of(&body), Some(id));
+        assert_eq!(intent_of(r#"{"data":{"intent_id":"not-a-uuid"}}"#), None);
+        assert_eq!(intent_of("not json"), None);
+    }
 }

@@ -56,7 +56,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             .await?;
             // Committed: hand the intent to the worker now, not at the next sweep.
             if queued {
-                shared::events::publish_intents(state).await;
+                shared::outbox::publish_intents(state).await;
             }
             Ok(response)
         }
@@ -67,7 +67,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let released = booking::release(&tx, &who, id, state.clock.now()).await?;
             tx.commit().await?;
             if released.upstream_cancel {
-                shared::events::publish_intents(state).await;
+                shared::outbox::publish_intents(state).await;
             }
             Ok(Reply::json(StatusCode::OK, &released.reservation).into_response())
         }
@@ -142,5 +142,35 @@ impl CreateReservation {
             quantity: self.quantity,
             confirm: self.confirm,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CreateReservation, JoinWaitlist};
+    use shared::http::{ApiError, json_body};
+
+    fn post(body: &str) -> lambda_http::Request {
+        http::Request::builder()
+            .method("POST")
+            .header("content-type", "application/json")
+            .body(lambda_http::Body::Text(body.into()))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_reservation_body_defaults_to_one_unit_held_not_confirmed() {
+        let id = uuid::Uuid::now_v7();
+        let body = format!(r#"{{"resource_id":"{id}","start":"2027-03-15T10:00:00Z","end":"2027-03-15T11:00:00Z"}}"#);
+        let r = json_body::<CreateReservation>(&post(&body), false).unwrap().value.into_request();
+        assert_eq!((r.resource_id, r.quantity, r.confirm), (id, 1, false));
+    }
+
+    #[test]
+    fn unknown_fields_and_missing_bounds_are_refused() {
+        let body = r#"{"start":"2027-03-15T10:00:00Z","end":"2027-03-15T11:00:00Z","seats":2}"#;
+        assert!(matches!(json_body::<JoinWaitlist>(&post(body), false), Err(ApiError::Validation(_))));
+        let body = r#"{"start":"2027-03-15T10:00:00Z"}"#;
+        assert!(matches!(json_body::<JoinWaitlist>(&post(body), false), Err(ApiError::Validation(_))));
     }
 }

@@ -1,6 +1,6 @@
 use lambda_http::{run, service_fn, tracing};
 use shared::config::{Defaults, exit_on_error};
-use shared::{AppState, events::Queue};
+use shared::{AppState, outbox::Queue};
 
 #[tokio::main]
 async fn main() {

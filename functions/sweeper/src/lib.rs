@@ -13,7 +13,7 @@ use lambda_runtime::{Error, LambdaEvent};
 use serde::Serialize;
 use shared::AppState;
 use shared::booking::sweep::{self, Bounds, ExpiryReport};
-use shared::events::{Publisher, RelayReport, Topic, relay};
+use shared::outbox::{Publisher, RelayReport, Topic, relay};
 use std::time::Duration;
 
 #[derive(Debug, Default, Serialize)]

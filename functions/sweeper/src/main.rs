@@ -1,7 +1,7 @@
 use lambda_runtime::{run, service_fn, tracing};
 use shared::AppState;
 use shared::config::{ConfigError, Defaults, exit_on_error};
-use shared::events::{Queue, SqsPublisher};
+use shared::outbox::{Queue, SqsPublisher};
 
 #[tokio::main]
 async fn main() {

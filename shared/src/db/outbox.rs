@@ -29,8 +29,7 @@ pub const OLDEST_PENDING: &str = "SELECT min(created_at) FROM outbox WHERE publi
 
 /// An intent message for the worker, written with the intent.
 pub const INSERT_INTENT_MESSAGE: &str = "INSERT INTO outbox (topic, kind, subject_id, payload, created_at, next_attempt_at) \
-     VALUES ('intents', 'intent.requested', $1, jsonb_build_object('intent_id', $1::uuid, 'reservation_id', $2::uuid), $3, $3) \
-     RETURNING id";
+     VALUES ('intents', 'intent.requested', $1, $2, $3, $3) RETURNING id";
 
 #[derive(Debug, Clone)]
 pub struct Event {
@@ -116,7 +115,9 @@ pub async fn insert_intent_message(
     now: DateTime<Utc>,
 ) -> Result<Uuid, DbError> {
     let stmt = c.prepare_cached(INSERT_INTENT_MESSAGE).await?;
-    Ok(c.query_one(&stmt, &[&intent_id, &reservation_id, &now]).await?.try_get(0)?)
+    let message = serde_json::to_value(crate::outbox::IntentMessage { intent_id, reservation_id })
+        .map_err(|e| DbError::Corrupt(format!("intent message: {e}")))?;
+    Ok(c.query_one(&stmt, &[&intent_id, &message, &now]).await?.try_get(0)?)
 }
 
 pub async fn pending(c: &impl GenericClient) -> Result<i64, DbError> {

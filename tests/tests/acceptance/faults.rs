@@ -411,7 +411,7 @@ async fn the_sweeper_purges_published_events_past_retention_and_keeps_the_rest()
         let app = &app;
         async move { app.db().await.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
     };
-    let report = sweeper::sweep(&app.state, &shared::events::LogPublisher, Default::default()).await;
+    let report = sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default()).await;
     assert_eq!(report.outbox_purged, Some(0));
     assert_eq!(count("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL").await, 5);
     // Newer, unpublished events stay however old the published ones grow.

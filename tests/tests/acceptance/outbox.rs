@@ -7,7 +7,7 @@ use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::clock::ManualClock;
-use shared::events::{Envelope, Publisher, SqsPublisher, Topic, relay};
+use shared::outbox::{Envelope, Publisher, SqsPublisher, Topic, relay};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -46,7 +46,7 @@ async fn every_state_change_records_its_event_in_the_same_transaction() {
     let (_, bob) = send(app.get("bob", &format!("/v1/waitlist/{}", bob["id"].as_str().unwrap()))).await;
     assert_eq!(kinds_of(&app, &bob["id"]).await, ["waitlist.offered"]);
     clock.advance(Duration::seconds(901));
-    sweeper::sweep(&app.state, &shared::events::LogPublisher, Default::default()).await;
+    sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default()).await;
     assert_eq!(kinds_of(&app, &bob["reservation_id"]).await, ["reservation.held", "reservation.expired"]);
     assert_eq!(kinds_of(&app, &bob["id"]).await, ["waitlist.offered", "waitlist.offer_expired"]);
     // A refused request changes nothing and records nothing.
@@ -189,7 +189,7 @@ async fn an_unreachable_queue_loses_nothing() {
     let room = app.resource(1).await;
     let (s, e) = hours(10, 11);
     app.reserve("alice", room, (&s, &e), 1).await;
-    let client = shared::events::sqs_client(
+    let client = shared::outbox::sqs_client(
         "us-east-1".into(),
         aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests"),
         Some("http://127.0.0.1:1".into()),

@@ -8,8 +8,8 @@ use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::clock::ManualClock;
-use shared::events::{SqsPublisher, Topic, relay};
 use shared::intents::{ClaimOutcome, Executed};
+use shared::outbox::{SqsPublisher, Topic, relay};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -159,7 +159,7 @@ async fn a_worker_that_dies_after_the_upstream_accepted_is_settled_by_the_reaper
     let seat = seat(&app).await;
     let (_, r) = book(&app, "alice", seat, 10, 11).await;
     let message = app.take_intent_messages().await.pop().unwrap();
-    let intent_id: Uuid = serde_json::from_value(message.data["intent_id"].clone()).unwrap();
+    let intent_id = shared::outbox::IntentMessage::from_envelope(&message).unwrap().intent_id;
     // The worker claims, writes upstream (accepted), and dies before settling.
     let ClaimOutcome::Claimed(claim) = shared::intents::claim(&app.state, intent_id).await.unwrap() else {
         panic!("the intent is claimable");
@@ -174,7 +174,7 @@ async fn a_worker_that_dies_after_the_upstream_accepted_is_settled_by_the_reaper
     assert_eq!(upstream.with(|s| s.posts), 1);
     // The lease lapses; the reaper reads the current charge instead of writing again.
     clock.advance(app.state.config.upstream.intent_lease + Duration::seconds(1));
-    let report = sweeper::sweep(&app.state, &shared::events::LogPublisher, Default::default()).await;
+    let report = sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default()).await;
     assert_eq!(report.reaper.as_ref().map(|r| (r.reaped, r.settled)), Some((1, 1)), "{report:?}");
     let r = reservation(&app, "alice", &r).await;
     assert_eq!((r["status"].as_str(), r["intent"]["state"].as_str()), (Some("CONFIRMED"), Some("SUCCEEDED")));
@@ -344,7 +344,7 @@ async fn the_dev_servers_in_process_queue_runs_the_same_worker_to_the_end() {
     let upstream = MockUpstream::start().await;
     let mut app = app_with(&upstream, None).await;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    app.state = app.state.clone().with_intents(shared::events::Queue::Channel(tx.clone()));
+    app.state = app.state.clone().with_intents(shared::outbox::Queue::Channel(tx.clone()));
     let worker = tokio::spawn(dev_server::run_intent_worker(app.state.clone(), rx, tx));
     let seat = seat(&app).await;
     // Calls the reserve handler directly with the queue-carrying state.
@@ -409,7 +409,7 @@ async fn cancelling_a_confirmed_booking_deletes_its_charge_upstream_and_the_seat
 
 /// Alice's confirmed booking, cancelled: the app on a clock the test moves, and the
 /// message of the cancel intent, not yet processed.
-async fn cancelled_booking(upstream: &MockUpstream) -> (TestApp, Arc<ManualClock>, shared::events::Envelope) {
+async fn cancelled_booking(upstream: &MockUpstream) -> (TestApp, Arc<ManualClock>, shared::outbox::Envelope) {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = app_with(upstream, Some(clock.clone())).await;
     let r = book_and_work(&app, 10, 11).await;
@@ -439,12 +439,12 @@ async fn a_cancel_that_meets_an_upstream_outage_is_sent_again_until_it_lands() {
 async fn a_cancel_whose_worker_died_is_sent_again_by_the_reaper() {
     let upstream = MockUpstream::start().await;
     let (app, clock, message) = cancelled_booking(&upstream).await;
-    let intent_id: Uuid = serde_json::from_value(message.data["intent_id"].clone()).unwrap();
+    let intent_id = shared::outbox::IntentMessage::from_envelope(&message).unwrap().intent_id;
     // Claimed, then its worker vanished before calling the upstream.
     let claimed = shared::intents::claim(&app.state, intent_id).await.unwrap();
     assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");
     clock.advance(app.state.config.upstream.intent_lease + Duration::seconds(1));
-    let report = sweeper::sweep(&app.state, &shared::events::LogPublisher, Default::default()).await;
+    let report = sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default()).await;
     assert_eq!(report.reaper.as_ref().map(|r| (r.reaped, r.settled)), Some((1, 1)), "{report:?}");
     assert_eq!(upstream.with(|s| (s.deletes, s.charges.len(), s.charge_reads)), (1, 0, 0));
 }
@@ -477,7 +477,7 @@ async fn a_new_booking_of_the_seat_waits_for_the_earlier_cancel_before_writing_u
 async fn a_cancel_whose_message_was_lost_is_queued_again_by_the_sweeper() {
     let upstream = MockUpstream::start().await;
     let (app, clock, _lost) = cancelled_booking(&upstream).await;
-    let sweep = || sweeper::sweep(&app.state, &shared::events::LogPublisher, Default::default());
+    let sweep = || sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default());
     // Not yet: a message may still be on its way.
     assert_eq!(sweep().await.intents_requeued, Some(0));
     assert!(app.take_intent_messages().await.is_empty());

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use shared::booking::sweep::Bounds;
 use shared::clock::ManualClock;
 use shared::domain::peak_load;
-use shared::events::LogPublisher;
+use shared::outbox::LogPublisher;
 use std::sync::Arc;
 use uuid::Uuid;
 

@@ -13,6 +13,30 @@ use serde::Serialize;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+/// The message of the intents queue: which intent to execute. The one type the
+/// outbox writes (as the envelope's `data`), the worker reads and the tests send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct IntentMessage {
+    pub intent_id: uuid::Uuid,
+    pub reservation_id: uuid::Uuid,
+}
+
+impl IntentMessage {
+    /// The message in an SQS body (an [`Envelope`]); `None` when it is not one.
+    pub fn from_body(body: &str) -> Option<IntentMessage> {
+        #[derive(serde::Deserialize)]
+        struct Body {
+            data: IntentMessage,
+        }
+        serde_json::from_str::<Body>(body).ok().map(|b| b.data)
+    }
+
+    /// The message an envelope of the intents topic carries.
+    pub fn from_envelope(envelope: &Envelope) -> Option<IntentMessage> {
+        serde_json::from_value(envelope.data.clone()).ok()
+    }
+}
+
 /// The message body consumers receive.
 #[derive(Debug, Clone, Serialize)]
 pub struct Envelope {
