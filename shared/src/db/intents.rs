@@ -27,15 +27,19 @@ macro_rules! behind_a_cancel {
 /// reserve is not claimed while an earlier cancel of the same seat is unfinished: the
 /// charge that cancel deletes could still make the seat look taken.
 pub const CLAIM: &str = concat!(
-    "WITH c AS ( ",
-    "  SELECT id FROM intents q WHERE id = $1 AND state = 'REQUESTED' AND not_before <= $2 AND NOT ",
+    r#"
+    WITH c AS (
+        SELECT id FROM intents q
+        WHERE id = $1 AND state = 'REQUESTED' AND not_before <= $2 AND NOT "#,
     behind_a_cancel!(),
-    "  FOR UPDATE SKIP LOCKED) ",
-    "UPDATE intents i SET state = 'RESERVING', lease_owner = $3, locked_until = $4, attempts = i.attempts + 1, ",
-    "  updated_at = $2 ",
-    "FROM c, reservations r WHERE i.id = c.id AND r.id = i.reservation_id AND i.state = 'REQUESTED' ",
-    "RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at, ",
-    "  i.kind, i.charge_id"
+    r#"
+        FOR UPDATE SKIP LOCKED)
+    UPDATE intents i
+    SET state = 'RESERVING', lease_owner = $3, locked_until = $4, attempts = i.attempts + 1, updated_at = $2
+    FROM c, reservations r
+    WHERE i.id = c.id AND r.id = i.reservation_id AND i.state = 'REQUESTED'
+    RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at,
+              i.kind, i.charge_id"#
 );
 
 /// Whether an intent that could not be claimed is waiting to be (not due yet, or a

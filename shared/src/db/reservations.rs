@@ -81,19 +81,23 @@ pub const PRECHECK: &str = "SELECT r.id, r.name, r.capacity, r.authority, r.upst
 /// for the exclusion constraint too (its predicate cannot know the time). Run it under
 /// the resource lock; it returns what it expired, for the hand-over to the waitlist.
 pub const EXPIRE_LAPSED_OVERLAPPING: &str = concat!(
-    "WITH exp AS (",
-    "  UPDATE reservations SET status = 'EXPIRED', updated_at = $4 ",
-    "  WHERE resource_id = $1 AND status = 'HELD' AND expires_at <= $4 AND period && tstzrange($2, $3, '[)') ",
-    "  RETURNING ",
+    r#"
+    WITH exp AS (
+        UPDATE reservations SET status = 'EXPIRED', updated_at = $4
+        WHERE resource_id = $1 AND status = 'HELD' AND expires_at <= $4
+          AND period && tstzrange($2, $3, '[)')
+        RETURNING "#,
     columns!(),
-    "), ev AS (",
-    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
-    "  SELECT 'reservation.expired', exp.id, ",
+    r#"
+    ), ev AS (
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT 'reservation.expired', exp.id, "#,
     event_payload!("exp"),
-    ", $4, $4 FROM exp",
-    ") SELECT ",
+    r#", $4, $4 FROM exp
+    )
+    SELECT "#,
     columns!(),
-    " FROM exp"
+    r#" FROM exp"#
 );
 
 /// The sweep's claim: one resource that has lapsed holds and whose row no one else
@@ -103,38 +107,46 @@ pub const EXPIRE_LAPSED_OVERLAPPING: &str = concat!(
 /// It can come back empty while lapsed holds remain (their resource was just taken by
 /// another sweep, or was held); [`ANY_LAPSED`] tells the caller whether to go on.
 pub const CLAIM_LAPSED: &str = concat!(
-    "WITH target AS (",
-    "  SELECT res.id FROM resources res WHERE res.id IN (",
-    "    SELECT resource_id FROM reservations WHERE status = 'HELD' AND expires_at <= $1)",
-    "  ORDER BY res.id LIMIT 1 FOR NO KEY UPDATE OF res SKIP LOCKED",
-    "), exp AS (",
-    "  UPDATE reservations SET status = 'EXPIRED', updated_at = $1 WHERE id IN (",
-    "    SELECT r.id FROM reservations r JOIN target t ON r.resource_id = t.id",
-    "    WHERE r.status = 'HELD' AND r.expires_at <= $1 ORDER BY r.expires_at LIMIT $2)",
-    // Repeated on the target rows themselves: if another sweep expired a row after
-    // this statement's snapshot, the re-check of the latest version skips it.
-    "  AND status = 'HELD' AND expires_at <= $1",
-    "  RETURNING ",
+    r#"
+    WITH target AS (
+        SELECT res.id FROM resources res
+        WHERE res.id IN (SELECT resource_id FROM reservations WHERE status = 'HELD' AND expires_at <= $1)
+        ORDER BY res.id LIMIT 1
+        FOR NO KEY UPDATE OF res SKIP LOCKED
+    ), exp AS (
+        UPDATE reservations SET status = 'EXPIRED', updated_at = $1
+        WHERE id IN (
+            SELECT r.id FROM reservations r JOIN target t ON r.resource_id = t.id
+            WHERE r.status = 'HELD' AND r.expires_at <= $1
+            ORDER BY r.expires_at LIMIT $2)
+          -- Repeated on the target rows themselves: if another sweep expired a row after
+          -- this statement's snapshot, the re-check of the latest version skips it.
+          AND status = 'HELD' AND expires_at <= $1
+        RETURNING "#,
     columns!(),
-    "), ev AS (",
-    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
-    "  SELECT 'reservation.expired', exp.id, ",
+    r#"
+    ), ev AS (
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT 'reservation.expired', exp.id, "#,
     event_payload!("exp"),
-    ", $1, $1 FROM exp",
-    ") SELECT ",
+    r#", $1, $1 FROM exp
+    )
+    SELECT "#,
     columns!(),
-    " FROM exp"
+    r#" FROM exp"#
 );
 
 pub const ANY_LAPSED: &str = "SELECT EXISTS (SELECT 1 FROM reservations WHERE status = 'HELD' AND expires_at <= $1)";
 
 /// A reservation with its upstream intent, if one was asked for.
-pub const GET: &str = concat!(
-    "SELECT r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at, ",
-    "r.failure_reason, r.source, r.created_at, r.updated_at, ",
-    "i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts, i.updated_at AS intent_updated_at ",
-    "FROM reservations r LEFT JOIN intents i ON i.reservation_id = r.id AND i.kind = 'reserve' WHERE r.id = $1"
-);
+pub const GET: &str = r#"
+    SELECT r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
+           r.failure_reason, r.source, r.created_at, r.updated_at,
+           i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts,
+           i.updated_at AS intent_updated_at
+    FROM reservations r
+    LEFT JOIN intents i ON i.reservation_id = r.id AND i.kind = 'reserve'
+    WHERE r.id = $1"#;
 
 pub const LOCK: &str = concat!("SELECT ", columns!(), " FROM reservations WHERE id = $1 FOR UPDATE");
 
@@ -143,26 +155,34 @@ pub const RESOURCE_OF: &str = "SELECT resource_id FROM reservations WHERE id = $
 /// Changes a reservation's status and records the event (`$5`, when not null) in the
 /// same statement.
 pub const SET_STATUS: &str = concat!(
-    "WITH upd AS (",
-    "  UPDATE reservations SET status = $2, failure_reason = $3, updated_at = $4 WHERE id = $1 RETURNING ",
+    r#"
+    WITH upd AS (
+        UPDATE reservations SET status = $2, failure_reason = $3, updated_at = $4
+        WHERE id = $1
+        RETURNING "#,
     columns!(),
-    "), ev AS (",
-    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
-    "  SELECT $5::text, upd.id, ",
+    r#"
+    ), ev AS (
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT $5::text, upd.id, "#,
     event_payload!("upd"),
-    ", $4, $4 FROM upd WHERE $5::text IS NOT NULL",
-    ") SELECT ",
+    r#", $4, $4 FROM upd WHERE $5::text IS NOT NULL
+    )
+    SELECT "#,
     columns!(),
-    " FROM upd"
+    r#" FROM upd"#
 );
 
 /// What occupies a window: active, unlapsed reservations, in calendar order.
 pub const ACTIVE_IN_WINDOW: &str = concat!(
     "SELECT ",
     columns!(),
-    " FROM reservations WHERE resource_id = $1 AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED') ",
-    "AND period && tstzrange($2, $3, '[)') AND NOT (status = 'HELD' AND expires_at <= $4) ",
-    "ORDER BY starts_at, ends_at, id"
+    r#"
+    FROM reservations
+    WHERE resource_id = $1 AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+      AND period && tstzrange($2, $3, '[)')
+      AND NOT (status = 'HELD' AND expires_at <= $4)
+    ORDER BY starts_at, ends_at, id"#
 );
 
 pub struct NewReservation<'a> {

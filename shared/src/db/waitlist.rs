@@ -21,15 +21,13 @@ macro_rules! event_payload {
             $row,
             ".id, 'resource_id', ",
             $row,
-            ".resource_id, ",
-            "'owner', ",
+            ".resource_id, 'owner', ",
             $row,
             ".owner, 'start', ",
             $row,
             ".starts_at, 'end', ",
             $row,
-            ".ends_at, ",
-            "'quantity', ",
+            ".ends_at, 'quantity', ",
             $row,
             ".quantity, 'status', ",
             $row,
@@ -40,11 +38,22 @@ macro_rules! event_payload {
     };
 }
 
+/// The columns every statement that answers entries returns besides the table's:
+/// the FIFO position and whether the offer has lapsed, which only [`GET`] computes.
+macro_rules! without_position {
+    () => {
+        ", NULL::bigint AS position, false AS offer_lapsed"
+    };
+}
+
 pub const INSERT: &str = concat!(
-    "INSERT INTO waitlist_entries AS w (id, resource_id, owner, starts_at, ends_at, quantity, status, created_at, ",
-    "updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'WAITING', $7, $7) RETURNING ",
+    r#"
+    INSERT INTO waitlist_entries AS w
+        (id, resource_id, owner, starts_at, ends_at, quantity, status, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, 'WAITING', $7, $7)
+    RETURNING "#,
     columns!(),
-    ", NULL::bigint AS position, false AS offer_lapsed"
+    without_position!()
 );
 
 /// An entry with its FIFO position (while waiting) and whether its offer has lapsed
@@ -52,68 +61,87 @@ pub const INSERT: &str = concat!(
 pub const GET: &str = concat!(
     "SELECT ",
     columns!(),
-    ", CASE WHEN w.status = 'WAITING' THEN (SELECT count(*) FROM waitlist_entries x ",
-    "  WHERE x.resource_id = w.resource_id AND x.status = 'WAITING' AND x.seq <= w.seq) END AS position, ",
-    "(w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= $2) IS TRUE AS offer_lapsed ",
-    "FROM waitlist_entries w LEFT JOIN reservations r ON r.id = w.reservation_id WHERE w.id = $1"
+    r#",
+        CASE WHEN w.status = 'WAITING' THEN (
+            SELECT count(*) FROM waitlist_entries x
+            WHERE x.resource_id = w.resource_id AND x.status = 'WAITING' AND x.seq <= w.seq)
+        END AS position,
+        (w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= $2) IS TRUE AS offer_lapsed
+    FROM waitlist_entries w
+    LEFT JOIN reservations r ON r.id = w.reservation_id
+    WHERE w.id = $1"#
 );
 
-pub const LOCK: &str = concat!(
-    "SELECT ",
-    columns!(),
-    ", NULL::bigint AS position, false AS offer_lapsed FROM waitlist_entries w WHERE w.id = $1 FOR UPDATE"
-);
+pub const LOCK: &str =
+    concat!("SELECT ", columns!(), without_position!(), " FROM waitlist_entries w WHERE w.id = $1 FOR UPDATE");
 
 pub const RESOURCE_OF: &str = "SELECT resource_id FROM waitlist_entries WHERE id = $1";
 
 /// Waiting entries that a freed range may serve, first come first served: the next
 /// page after sequence number `$5` (keyset pagination, so a long queue is walked in
-/// pages of `$6` without skipping or repeating an entry).
+/// pages of `$6` without skipping or repeating an entry). `$2`-`$3` is the freed
+/// range, `$4` now.
 pub const WAITING_OVERLAPPING: &str = concat!(
     "SELECT ",
     columns!(),
-    ", NULL::bigint AS position, false AS offer_lapsed FROM waitlist_entries w ",
-    "WHERE w.resource_id = $1 AND w.status = 'WAITING' AND w.period && tstzrange($2, $3, '[)') AND w.ends_at > $4 ",
-    "AND w.seq > $5 ORDER BY w.seq LIMIT $6"
+    without_position!(),
+    r#"
+    FROM waitlist_entries w
+    WHERE w.resource_id = $1 AND w.status = 'WAITING'
+      AND w.period && tstzrange($2, $3, '[)') AND w.ends_at > $4
+      AND w.seq > $5
+    ORDER BY w.seq
+    LIMIT $6"#
 );
 
 pub const MARK_OFFERED: &str = concat!(
-    "WITH upd AS (",
-    "  UPDATE waitlist_entries SET status = 'OFFERED', reservation_id = $2, updated_at = $3 ",
-    "  WHERE id = $1 AND status = 'WAITING' RETURNING *",
-    "), ev AS (",
-    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
-    "  SELECT 'waitlist.offered', upd.id, ",
+    r#"
+    WITH upd AS (
+        UPDATE waitlist_entries SET status = 'OFFERED', reservation_id = $2, updated_at = $3
+        WHERE id = $1 AND status = 'WAITING'
+        RETURNING *
+    ), ev AS (
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT 'waitlist.offered', upd.id, "#,
     event_payload!("upd"),
-    ", $3, $3 FROM upd",
-    ") SELECT count(*) FROM upd"
+    r#", $3, $3 FROM upd
+    )
+    SELECT count(*) FROM upd"#
 );
 
 /// Settles the entries behind offers whose reservations moved on (`$2`: ACCEPTED,
 /// EXPIRED or CANCELLED); a lapse records `waitlist.offer_expired`.
 pub const SETTLE_OFFERS: &str = concat!(
-    "WITH upd AS (",
-    "  UPDATE waitlist_entries SET status = $2, updated_at = $3 ",
-    "  WHERE reservation_id = ANY($1) AND status = 'OFFERED' RETURNING *",
-    "), ev AS (",
-    "  INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) ",
-    "  SELECT 'waitlist.offer_expired', upd.id, ",
+    r#"
+    WITH upd AS (
+        UPDATE waitlist_entries SET status = $2, updated_at = $3
+        WHERE reservation_id = ANY($1) AND status = 'OFFERED'
+        RETURNING *
+    ), ev AS (
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT 'waitlist.offer_expired', upd.id, "#,
     event_payload!("upd"),
-    ", $3, $3 FROM upd WHERE upd.status = 'EXPIRED'",
-    ") SELECT count(*) FROM upd"
+    r#", $3, $3 FROM upd WHERE upd.status = 'EXPIRED'
+    )
+    SELECT count(*) FROM upd"#
 );
 
 pub const SET_STATUS: &str = concat!(
     "UPDATE waitlist_entries AS w SET status = $2, updated_at = $3 WHERE id = $1 RETURNING ",
     columns!(),
-    ", NULL::bigint AS position, false AS offer_lapsed"
+    without_position!()
 );
 
 /// The sweep's claim of waiting entries whose range has ended: nothing can be offered
 /// for them any more.
-pub const EXPIRE_PASSED: &str = "UPDATE waitlist_entries SET status = 'EXPIRED', updated_at = $1 WHERE id IN ( \
-     SELECT id FROM waitlist_entries WHERE status = 'WAITING' AND ends_at <= $1 \
-     ORDER BY ends_at LIMIT $2 FOR UPDATE SKIP LOCKED) AND status = 'WAITING'";
+pub const EXPIRE_PASSED: &str = r#"
+    UPDATE waitlist_entries SET status = 'EXPIRED', updated_at = $1
+    WHERE id IN (
+        SELECT id FROM waitlist_entries
+        WHERE status = 'WAITING' AND ends_at <= $1
+        ORDER BY ends_at LIMIT $2
+        FOR UPDATE SKIP LOCKED)
+      AND status = 'WAITING'"#;
 
 pub struct NewEntry<'a> {
     pub id: Uuid,
