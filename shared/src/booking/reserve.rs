@@ -3,15 +3,13 @@
 //! migration V7); upstream resources and lapsed capacity owed to the waitlist take the
 //! general path, in the same transaction.
 
-use super::{BookingError, get_resource, invalid};
+use super::{BookingError, get_resource, invalid, on_freed};
 use crate::db::{DbError, GenericClient, intents, outbox, reservations, resources};
 use crate::domain::{
     Authority, Intent, IntentState, Limits, Principal, Reservation, Resource, Source, Status, validate_range,
 };
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
-
-use super::on_freed;
 
 /// What the user approved, for the audit row an upstream confirm writes: who asked,
 /// and the fingerprint of the request that asked.

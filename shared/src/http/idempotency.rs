@@ -26,6 +26,11 @@ use uuid::Uuid;
 
 const HEADER: &str = "idempotency-key";
 
+/// How long one claim may wait on the original's row: a short slice, so that a retry
+/// arriving just before its original commits replays it at once, while a long wait
+/// happens between polls, without a connection.
+const CLAIM_WAIT: Duration = Duration::from_millis(10);
+
 fn key_of(req: &Request) -> Result<Option<&str>, ApiError> {
     let Some(raw) = req.headers().get(HEADER) else {
         return Ok(None);
@@ -101,7 +106,7 @@ pub async fn run_idempotent(
         let mut client = state.pool.get().await?;
         let tx = client.transaction().await?;
         let now = state.clock.now();
-        let in_flight = match idempotency::claim(&tx, &k, fp, Uuid::new_v4(), lease(state, now), poll.slice()).await {
+        let in_flight = match idempotency::claim(&tx, &k, fp, Uuid::new_v4(), lease(state, now), CLAIM_WAIT).await {
             Ok(true) => {
                 let op = op.take().expect("the request runs once: it returns right after");
                 return run_claimed(state, &k, fp, tx, op).await;
@@ -184,13 +189,6 @@ struct Poll<'a> {
 impl<'a> Poll<'a> {
     fn new(state: &'a AppState) -> Self {
         Self { state, started: Instant::now(), pause: Duration::from_millis(5), place: None }
-    }
-
-    /// How long one claim may wait on the original's row: a short slice, so that a
-    /// retry arriving just before its original commits replays it at once, while a
-    /// long wait happens between polls, without a connection.
-    fn slice(&self) -> Duration {
-        Duration::from_millis(10)
     }
 
     /// Sleeps before the next poll, or answers 409 when the retry may wait no longer
