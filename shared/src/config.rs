@@ -87,6 +87,15 @@ pub struct UpstreamConfig {
 }
 
 impl Config {
+    /// The booking limits every range is judged by.
+    pub fn limits(&self) -> crate::domain::Limits {
+        crate::domain::Limits {
+            max_duration: self.max_reservation,
+            horizon: self.booking_horizon,
+            start_grace: self.start_grace,
+        }
+    }
+
     pub fn from_env(mode: Defaults) -> Result<Self, ConfigError> {
         Self::from_lookup(mode, |name| env::var(name).ok())
     }

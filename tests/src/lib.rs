@@ -160,6 +160,10 @@ impl TestApp {
         self.http.delete(self.url(path)).header("x-principal", who)
     }
 
+    pub fn patch(&self, who: &str, path: &str, body: &Value) -> RequestBuilder {
+        self.http.patch(self.url(path)).header("x-principal", who).json(body)
+    }
+
     pub fn post(&self, who: &str, path: &str, body: &Value) -> RequestBuilder {
         self.http.post(self.url(path)).header("x-principal", who).json(body)
     }

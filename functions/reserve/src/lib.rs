@@ -1,18 +1,20 @@
 //! The `reserve` function: the routes that change a resource's load.
-//! `POST /v1/reservations` (hold, or book in one step), `DELETE /v1/reservations/{id}`
-//! (release a hold, cancel a booking), `POST /v1/resources/{id}/waitlist` (join the
-//! queue) and `DELETE /v1/waitlist/{id}` (leave it).
+//! `POST /v1/reservations` (hold, or book in one step), `PATCH /v1/reservations/{id}`
+//! (move a booking, or change its metadata), `DELETE /v1/reservations/{id}` (release a
+//! hold, cancel a booking), `POST /v1/resources/{id}/waitlist` (join the queue) and
+//! `DELETE /v1/waitlist/{id}` (leave it). Admins may act on anyone's reservations and
+//! entries; the reservation records who acted.
 //!
 //! Each runs in one short transaction that takes the resource lock, so freed capacity
-//! is handed to the waitlist in the same transaction; the `POST`s run inside the
-//! idempotency guard.
+//! is handed to the waitlist in the same transaction; the `POST`s and the `PATCH` run
+//! inside the idempotency guard.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use serde::Deserialize;
 use shared::AppState;
-use shared::booking::{self, Approval, JoinRequest, ReserveRequest, Reserved};
-use shared::domain::Limits;
+use shared::booking::{self, Approval, Change, JoinRequest, Rescheduled, ReserveRequest, Reserved};
+use shared::domain::{Metadata, validate_metadata};
 use shared::http::{
     ApiError, Function, Op, Reply, Rfc3339, fingerprint, json_body, principal, respond, route_for, run_idempotent,
 };
@@ -28,8 +30,8 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     match matched.spec.op {
         Op::CreateReservation => {
             let body = json_body::<CreateReservation>(req, false)?;
-            let input = body.value.into_request();
-            let limits = limits(state);
+            let input = body.value.into_request()?;
+            let limits = state.config.limits();
             let fingerprint = fingerprint(req, &body.canonical);
             let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
             let mut queued = false;
@@ -60,6 +62,26 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             }
             Ok(response)
         }
+        Op::RescheduleReservation => {
+            let id = matched.id(ApiError::ReservationNotFound)?;
+            let body = json_body::<RescheduleReservation>(req, false)?;
+            let fingerprint = fingerprint(req, &body.canonical);
+            let limits = state.config.limits();
+            let change = body.value.into_change()?;
+            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+                match booking::reschedule(tx, &who, id, change, limits, state.clock.now()).await? {
+                    Rescheduled::Rescheduled(r) => {
+                        shared::metrics::count("Reschedules");
+                        Ok(Reply::json(StatusCode::OK, &r))
+                    }
+                    Rescheduled::Unavailable => {
+                        shared::metrics::count("Conflicts");
+                        Ok(ApiError::SlotUnavailable.into_reply())
+                    }
+                }
+            })
+            .await
+        }
         Op::ReleaseReservation => {
             let id = matched.id(ApiError::ReservationNotFound)?;
             let mut client = state.pool.get().await?;
@@ -80,7 +102,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 end: body.value.end.0,
                 quantity: body.value.quantity,
             };
-            let limits = limits(state);
+            let limits = state.config.limits();
             let fingerprint = fingerprint(req, &body.canonical);
             run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
                 let e = booking::join_waitlist(tx, &who, &input, limits, state.clock.now()).await?;
@@ -100,14 +122,6 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     }
 }
 
-fn limits(state: &AppState) -> Limits {
-    Limits {
-        max_duration: state.config.max_reservation,
-        horizon: state.config.booking_horizon,
-        start_grace: state.config.start_grace,
-    }
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CreateReservation {
@@ -118,6 +132,36 @@ struct CreateReservation {
     quantity: i32,
     #[serde(default)]
     confirm: bool,
+    #[serde(default)]
+    metadata: Option<serde_json::Value>,
+}
+
+/// A `PATCH`: any of the range, the quantity and the metadata; at least one.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RescheduleReservation {
+    #[serde(default)]
+    start: Option<Rfc3339>,
+    #[serde(default)]
+    end: Option<Rfc3339>,
+    #[serde(default)]
+    quantity: Option<i32>,
+    #[serde(default)]
+    metadata: Option<serde_json::Value>,
+}
+
+impl RescheduleReservation {
+    fn into_change(self) -> Result<Change, ApiError> {
+        if self.start.is_none() && self.end.is_none() && self.quantity.is_none() && self.metadata.is_none() {
+            return Err(ApiError::validation("body", "must change at least one of start, end, quantity, metadata"));
+        }
+        Ok(Change {
+            start: self.start.map(|t| t.0),
+            end: self.end.map(|t| t.0),
+            quantity: self.quantity,
+            metadata: self.metadata.as_ref().map(validate_metadata).transpose().map_err(ApiError::Validation)?,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -134,14 +178,19 @@ fn one() -> i32 {
 }
 
 impl CreateReservation {
-    fn into_request(self) -> ReserveRequest {
-        ReserveRequest {
+    fn into_request(self) -> Result<ReserveRequest, ApiError> {
+        let metadata = match &self.metadata {
+            Some(m) => validate_metadata(m).map_err(ApiError::Validation)?,
+            None => Metadata::new(),
+        };
+        Ok(ReserveRequest {
             resource_id: self.resource_id,
             start: self.start.0,
             end: self.end.0,
             quantity: self.quantity,
             confirm: self.confirm,
-        }
+            metadata,
+        })
     }
 }
 
@@ -162,7 +211,7 @@ mod tests {
     fn a_reservation_body_defaults_to_one_unit_held_not_confirmed() {
         let id = uuid::Uuid::now_v7();
         let body = format!(r#"{{"resource_id":"{id}","start":"2027-03-15T10:00:00Z","end":"2027-03-15T11:00:00Z"}}"#);
-        let r = json_body::<CreateReservation>(&post(&body), false).unwrap().value.into_request();
+        let r = json_body::<CreateReservation>(&post(&body), false).unwrap().value.into_request().unwrap();
         assert_eq!((r.resource_id, r.quantity, r.confirm), (id, 1, false));
     }
 

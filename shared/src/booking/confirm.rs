@@ -29,7 +29,7 @@ pub async fn confirm(
     // Confirming does not change the load, so the reservation's own row lock is enough
     // and confirms never queue behind reserves of the same resource.
     let r = match reservations::lock(tx, id).await? {
-        Some(r) if r.owner == who.id => r,
+        Some(r) if r.owner == who.id || who.admin => r,
         _ => return Err(BookingError::ReservationNotFound),
     };
     match r.status {
@@ -42,11 +42,11 @@ pub async fn confirm(
             let resource = get_resource(tx, r.resource_id).await?;
             if resource.authority == Authority::Upstream {
                 upstream_reachable(tx, now).await?;
-                let mut r = reservations::set_status(tx, id, Status::Confirming, None, now).await?;
+                let mut r = reservations::set_status(tx, id, Status::Confirming, None, Some(&who.id), now).await?;
                 r.intent = Some(request_intent(tx, &r, &resource, approval, now).await?);
                 return Ok(Confirmed::Queued(r.as_of(now)));
             }
-            let r = reservations::set_status(tx, id, Status::Confirmed, None, now).await?;
+            let r = reservations::set_status(tx, id, Status::Confirmed, None, Some(&who.id), now).await?;
             if r.source == Source::WaitlistOffer {
                 // Confirming an offer accepts it; the reservation is the owner's already.
                 db::waitlist::settle_offers(tx, &[r.id], WaitlistStatus::Accepted, now).await?;

@@ -20,7 +20,7 @@
 //! first; what it expired on the way is handed over in turn, until nothing is left.
 
 use crate::db::{DbError, GenericClient, reservations, waitlist};
-use crate::domain::{Claim, Reservation, Resource, Source, Status, WaitlistStatus, free_pieces, peak_load};
+use crate::domain::{Claim, Metadata, Reservation, Resource, Source, Status, WaitlistStatus, free_pieces, peak_load};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
@@ -50,6 +50,10 @@ pub async fn hand_over(
     mut end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<u64, DbError> {
+    if resource.archived_at.is_some() {
+        // An archived resource makes no new holds, offers included.
+        return Ok(0);
+    }
     let mut offered = 0;
     loop {
         let step = offer_range(tx, resource, start, end, now).await?;
@@ -140,6 +144,8 @@ async fn offer_range(
                     status: Status::Held,
                     expires_at: Some(now + Duration::seconds(resource.offer_ttl_seconds.into())),
                     source: Source::WaitlistOffer,
+                    metadata: &Metadata::new(),
+                    acted_by: None,
                     now,
                 },
             )

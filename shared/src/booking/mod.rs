@@ -17,6 +17,7 @@ mod availability;
 mod confirm;
 mod handover;
 mod release;
+mod reschedule;
 mod reserve;
 mod resources;
 pub mod sweep;
@@ -26,8 +27,11 @@ pub use availability::{Availability, Taken, TakenStatus, availability, check_win
 pub use confirm::{Confirmed, confirm};
 pub use handover::{hand_over, on_freed};
 pub use release::{Released, release};
+pub use reschedule::{Change, Rescheduled, reschedule};
 pub use reserve::{Approval, ReserveRequest, Reserved, reserve};
-pub use resources::{NewResource, ResourceDefaults, create_resource, get_resource};
+pub use resources::{
+    NewResource, ResourceChange, ResourceDefaults, archive_resource, create_resource, get_resource, update_resource,
+};
 pub use waitlist::{JoinRequest, get_entry, join_waitlist, leave_waitlist};
 
 use crate::db::{self, DbError};
@@ -52,6 +56,12 @@ pub enum BookingError {
     InFlight,
     #[error("the system of record is unavailable")]
     UpstreamUnavailable { retry_after_seconds: u64 },
+    #[error("the resource is archived")]
+    ResourceArchived,
+    #[error("an upstream resource's bookings cannot be moved")]
+    RescheduleNotSupported,
+    #[error("the capacity is in use ahead")]
+    CapacityInUse { peak: i64 },
     #[error(transparent)]
     Db(#[from] DbError),
 }

@@ -8,8 +8,9 @@ use crate::domain::{Authority, Principal, Reservation, Resource, Status};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// Locks an owned reservation, and its resource first (the lock order), for a change.
-async fn lock_owned(
+/// Locks a reservation its principal may change (its own, or any for an admin), and
+/// its resource first (the lock order). Others' reservations are not found.
+pub(super) async fn lock_owned(
     tx: &impl GenericClient,
     who: &Principal,
     id: Uuid,
@@ -17,7 +18,7 @@ async fn lock_owned(
     let resource_id = reservations::resource_of(tx, id).await?.ok_or(BookingError::ReservationNotFound)?;
     let resource = resources::lock(tx, resource_id).await?.ok_or(BookingError::ReservationNotFound)?;
     match reservations::lock(tx, id).await? {
-        Some(r) if r.owner == who.id => Ok((resource, r)),
+        Some(r) if r.owner == who.id || who.admin => Ok((resource, r)),
         _ => Err(BookingError::ReservationNotFound),
     }
 }
@@ -39,7 +40,7 @@ pub async fn release(
             return Ok(Released { reservation: r.as_of(now), upstream_cancel: false });
         }
     };
-    let r = reservations::set_status(tx, id, next, None, now).await?;
+    let r = reservations::set_status(tx, id, next, None, Some(&who.id), now).await?;
     // A booking written to the system of record is deleted there too, by the worker,
     // after this commits; locally the capacity is free at once.
     let upstream_cancel =

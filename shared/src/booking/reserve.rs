@@ -6,7 +6,7 @@
 use super::{BookingError, get_resource, invalid, on_freed};
 use crate::db::{DbError, GenericClient, intents, outbox, reservations, resources};
 use crate::domain::{
-    Authority, Intent, IntentState, Limits, Principal, Reservation, Resource, Source, Status, validate_range,
+    Authority, Intent, IntentState, Limits, Metadata, Principal, Reservation, Resource, Source, Status, validate_range,
 };
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
@@ -53,6 +53,7 @@ pub struct ReserveRequest {
     pub end: DateTime<Utc>,
     pub quantity: i32,
     pub confirm: bool,
+    pub metadata: Metadata,
 }
 
 /// A reserve that ran to the end. A lost race is an outcome, not an error: the
@@ -96,11 +97,13 @@ pub async fn reserve(
         end: req.end,
         quantity: req.quantity,
         confirm: req.confirm,
+        metadata: &req.metadata,
         now,
     };
     match reservations::hold(tx, &hold).await? {
         (reservations::Hold::General, _) => {}
         (reservations::Hold::NotFound, _) => return Err(BookingError::ResourceNotFound),
+        (reservations::Hold::Archived, _) => return Err(BookingError::ResourceArchived),
         (reservations::Hold::TooMany { capacity }, _) => {
             return Err(invalid("quantity", format!("must not exceed the capacity of {capacity}")));
         }
@@ -120,15 +123,17 @@ pub async fn reserve(
     let pre = reservations::precheck(tx, req.resource_id, req.start, req.end, now)
         .await?
         .ok_or(BookingError::ResourceNotFound)?;
-    let resource = pre.resource;
-    if req.quantity > resource.capacity {
-        return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
+    if pre.resource.archived_at.is_some() {
+        return Err(BookingError::ResourceArchived);
     }
-    let upstream = resource.authority == Authority::Upstream;
+    if req.quantity > pre.resource.capacity {
+        return Err(invalid("quantity", format!("must not exceed the capacity of {}", pre.resource.capacity)));
+    }
+    let upstream = pre.resource.authority == Authority::Upstream;
     if upstream && req.confirm {
         upstream_reachable(tx, now).await?;
     }
-    if pre.peak + i64::from(req.quantity) > i64::from(resource.capacity) && !pre.lapsed {
+    if pre.peak + i64::from(req.quantity) > i64::from(pre.resource.capacity) && !pre.lapsed {
         // Taken at this instant by live claims: refused without a lock or a write.
         return Ok(Reserved::Unavailable);
     }
@@ -137,10 +142,18 @@ pub async fn reserve(
     // competitor. (Pipelined with what follows, a statement was seen to run before the
     // lock on a fresh connection: a snapshot from before the wait, or reservation rows
     // locked before the resource, against the lock order.)
-    resources::lock(tx, resource.id).await?;
+    // The row as the lock found it: it may have been archived, or its capacity changed,
+    // since the look.
+    let resource = resources::lock(tx, req.resource_id).await?.ok_or(BookingError::ResourceNotFound)?;
+    if resource.archived_at.is_some() {
+        return Err(BookingError::ResourceArchived);
+    }
+    if req.quantity > resource.capacity {
+        return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
+    }
     if pre.lapsed {
         // Capacity that lapsed goes to the waitlist first, not to whoever asks next.
-        let lapsed = reservations::expire_lapsed_overlapping(tx, resource.id, req.start, req.end, now).await?;
+        let lapsed = reservations::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;
         on_freed(tx, &resource, &lapsed, now).await?;
     }
     let (status, expires_at) = match (req.confirm, upstream) {
@@ -161,6 +174,8 @@ pub async fn reserve(
         status,
         expires_at,
         source: Source::Request,
+        metadata: &req.metadata,
+        acted_by: Some(&owner.id),
         now,
     };
     let inserted = reservations::insert_if_fits(tx, &new).await;

@@ -33,11 +33,14 @@ pub async fn join_waitlist(
     // The lock in a round trip of its own, before any reservation row is touched (the
     // lock order, and a snapshot that follows the lock).
     let resource = resources::lock(tx, req.resource_id).await?.ok_or(BookingError::ResourceNotFound)?;
+    if resource.archived_at.is_some() {
+        return Err(BookingError::ResourceArchived);
+    }
     if req.quantity > resource.capacity {
         return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
     }
     // Whoever was already waiting gets the lapsed capacity before this newcomer.
-    let lapsed = reservations::expire_lapsed_overlapping(tx, resource.id, req.start, req.end, now).await?;
+    let lapsed = reservations::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;
     on_freed(tx, &resource, &lapsed, now).await?;
     let entry = waitlist::insert(
         tx,
@@ -69,9 +72,10 @@ pub async fn get_entry(
     }
 }
 
-/// Leaves the queue. An offered entry's hold is released and passed on to the next
-/// waiter; an accepted entry stays accepted (its booking is cancelled through the
-/// reservation). Leaving again answers the entry as it is.
+/// Leaves the queue (or, for an admin, removes anyone's entry). An offered entry's hold
+/// is released and passed on to the next waiter; an accepted entry stays accepted (its
+/// booking is cancelled through the reservation). Leaving again answers the entry as
+/// it is.
 pub async fn leave_waitlist(
     tx: &impl GenericClient,
     who: &Principal,
@@ -84,7 +88,7 @@ pub async fn leave_waitlist(
     let resource_id = waitlist::resource_of(tx, id).await?.ok_or(BookingError::WaitlistEntryNotFound)?;
     let resource = resources::lock(tx, resource_id).await?.ok_or(BookingError::WaitlistEntryNotFound)?;
     let offer_id = match waitlist::get(tx, id, now).await? {
-        Some(e) if e.owner == who.id => e.reservation_id,
+        Some(e) if e.owner == who.id || who.admin => e.reservation_id,
         _ => return Err(BookingError::WaitlistEntryNotFound),
     };
     let offer = match offer_id {
@@ -100,7 +104,7 @@ pub async fn leave_waitlist(
             let offer_id = offer.id;
             if offer.status == Status::Held {
                 let next = if offer.is_lapsed(now) { Status::Expired } else { Status::Released };
-                let offer = reservations::set_status(tx, offer_id, next, None, now).await?;
+                let offer = reservations::set_status(tx, offer_id, next, None, Some(&who.id), now).await?;
                 on_freed(tx, &resource, std::slice::from_ref(&offer), now).await?;
             }
         }

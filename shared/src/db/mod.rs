@@ -47,6 +47,9 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("outbox::INSERT_INTENT_MESSAGE", outbox::INSERT_INTENT_MESSAGE),
     ("reservations::INSERT_IF_FITS", reservations::INSERT_IF_FITS),
     ("reservations::HOLD", reservations::HOLD),
+    ("reservations::MOVE_IF_FITS", reservations::MOVE_IF_FITS),
+    ("reservations::PEAK_AHEAD", reservations::PEAK_AHEAD),
+    ("reservations::DETACH_SETTLED", reservations::DETACH_SETTLED),
     ("reservations::PRECHECK", reservations::PRECHECK),
     ("reservations::EXPIRE_LAPSED_OVERLAPPING", reservations::EXPIRE_LAPSED_OVERLAPPING),
     ("reservations::CLAIM_LAPSED", reservations::CLAIM_LAPSED),
@@ -59,6 +62,9 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("resources::INSERT", resources::INSERT),
     ("resources::GET", resources::GET),
     ("resources::LOCK", resources::LOCK),
+    ("resources::LOCK_FOR_CHANGE", resources::LOCK_FOR_CHANGE),
+    ("resources::UPDATE_SETTINGS", resources::UPDATE_SETTINGS),
+    ("resources::ARCHIVE", resources::ARCHIVE),
     ("upstream_views::READ", upstream_views::READ),
     ("upstream_views::TAKE_REFRESH", upstream_views::TAKE_REFRESH),
     ("upstream_views::STORE", upstream_views::STORE),
@@ -71,6 +77,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("waitlist::MARK_OFFERED", waitlist::MARK_OFFERED),
     ("waitlist::SETTLE_OFFERS", waitlist::SETTLE_OFFERS),
     ("waitlist::SET_STATUS", waitlist::SET_STATUS),
+    ("waitlist::CANCEL_WAITING_OF", waitlist::CANCEL_WAITING_OF),
     ("waitlist::EXPIRE_PASSED", waitlist::EXPIRE_PASSED),
 ];
 

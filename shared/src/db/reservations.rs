@@ -1,15 +1,16 @@
 //! SQL for the `reservations` table.
 
 use super::{DbError, GenericClient};
-use crate::domain::{Claim, FailureReason, Intent, Reservation, Source, Status};
+use crate::domain::{Claim, FailureReason, Intent, Metadata, Reservation, Source, Status};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
+use tokio_postgres::types::Json;
 use uuid::Uuid;
 
 macro_rules! columns {
     () => {
         "id, resource_id, owner, starts_at, ends_at, quantity, status, expires_at, failure_reason, \
-         source, created_at, updated_at"
+         source, created_at, updated_at, metadata, acted_by"
     };
 }
 
@@ -36,7 +37,11 @@ macro_rules! event_payload {
             $row,
             ".source, ",
             $row,
-            ".failure_reason)"
+            ".failure_reason, ",
+            $row,
+            ".metadata, ",
+            $row,
+            ".acted_by)"
         )
     };
 }
@@ -50,12 +55,35 @@ macro_rules! event_payload {
 ///
 /// Parameters: `$1` id, `$2` resource, `$3` its capacity, `$4` owner, `$5` start,
 /// `$6` end, `$7` quantity, `$8` status, `$9` expires_at, `$10` failure reason,
-/// `$11` source, `$12` now.
+/// `$11` source, `$12` now, `$13` metadata, `$14` acted_by.
 pub const INSERT_IF_FITS: &str = concat!(
     "SELECT inserted, ",
     columns!(),
-    " FROM reservation_insert_if_fits($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+    " FROM reservation_insert_if_fits($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
 );
+
+/// The conditional move of a reschedule (`reservation_move_if_fits`, migration V9):
+/// writes down the lapsed holds over the new range, then moves the reservation there
+/// only if it fits beside everything else (itself left out), recording the event
+/// `$10`. Rows: the moved one (`moved`; none when it does not fit), and the holds it
+/// expired. Run it under the resource lock, holding the reservation's.
+///
+/// Parameters: `$1` id, `$2` resource, `$3` its capacity, `$4` start, `$5` end,
+/// `$6` quantity, `$7` now, `$8` metadata, `$9` acted_by, `$10` event kind.
+pub const MOVE_IF_FITS: &str =
+    concat!("SELECT moved, ", columns!(), " FROM reservation_move_if_fits($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)");
+
+/// The peak load from `$2` (now) on, of claims that have not lapsed: what a lower
+/// capacity must still hold.
+pub const PEAK_AHEAD: &str = "SELECT peak FROM reservation_load($1, $2, NULL, $2)";
+
+/// Detaches the rows that claim nothing ahead of `$2` (now) from their resource's
+/// capacity (see migration V9), so that a capacity change cascades only into what it
+/// governs. Run under the resource's change lock.
+pub const DETACH_SETTLED: &str = r#"
+    UPDATE reservations SET resource_capacity = NULL
+    WHERE resource_id = $1 AND resource_capacity IS NOT NULL
+      AND (status NOT IN ('HELD', 'CONFIRMING', 'CONFIRMED') OR ends_at <= $2)"#;
 
 /// A hold or booking of a local resource in one round trip (`reservation_hold`,
 /// migration V7): the look before the lock, the lock, the conditional insert. Rows: an
@@ -64,9 +92,9 @@ pub const INSERT_IF_FITS: &str = concat!(
 /// the way.
 ///
 /// Parameters: `$1` id, `$2` resource, `$3` owner, `$4` start, `$5` end, `$6` quantity,
-/// `$7` confirm, `$8` now.
+/// `$7` confirm, `$8` now, `$9` metadata.
 pub const HOLD: &str =
-    concat!("SELECT outcome, capacity, ", columns!(), " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8)");
+    concat!("SELECT outcome, capacity, ", columns!(), " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9)");
 
 /// The look before the lock: the resource, the peak load over the range now, and
 /// whether lapsed holds overlap it, in one read that takes no lock and writes nothing.
@@ -74,16 +102,17 @@ pub const HOLD: &str =
 /// was taken at that instant), so a burst of losers never queues on the resource lock
 /// nor waits for a disk flush; only requests that may fit go on to the locked insert.
 pub const PRECHECK: &str = "SELECT r.id, r.name, r.capacity, r.authority, r.upstream_ref, r.hold_ttl_seconds, \
-     r.offer_ttl_seconds, r.created_at, l.peak AS load, l.lapsed \
+     r.offer_ttl_seconds, r.metadata, r.archived_at, r.created_at, r.updated_at, l.peak AS load, l.lapsed \
      FROM resources r, reservation_load($1, $2, $3, $4) l WHERE r.id = $1";
 
-/// Writes down the lapse of the holds that overlap a range, so that they stop counting
-/// for the exclusion constraint too (its predicate cannot know the time). Run it under
-/// the resource lock; it returns what it expired, for the hand-over to the waitlist.
+/// Writes down the lapse of the holds that overlap a range (`$3` NULL: unbounded), so
+/// that they stop counting for the exclusion constraint too (its predicate cannot know
+/// the time). Run it under the resource lock; it returns what it expired, for the
+/// hand-over to the waitlist.
 pub const EXPIRE_LAPSED_OVERLAPPING: &str = concat!(
     r#"
     WITH exp AS (
-        UPDATE reservations SET status = 'EXPIRED', updated_at = $4
+        UPDATE reservations SET status = 'EXPIRED', updated_at = $4, acted_by = NULL
         WHERE resource_id = $1 AND status = 'HELD' AND expires_at <= $4
           AND period && tstzrange($2, $3, '[)')
         RETURNING "#,
@@ -114,7 +143,7 @@ pub const CLAIM_LAPSED: &str = concat!(
         ORDER BY res.id LIMIT 1
         FOR NO KEY UPDATE OF res SKIP LOCKED
     ), exp AS (
-        UPDATE reservations SET status = 'EXPIRED', updated_at = $1
+        UPDATE reservations SET status = 'EXPIRED', updated_at = $1, acted_by = NULL
         WHERE id IN (
             SELECT r.id FROM reservations r JOIN target t ON r.resource_id = t.id
             WHERE r.status = 'HELD' AND r.expires_at <= $1
@@ -141,7 +170,7 @@ pub const ANY_LAPSED: &str = "SELECT EXISTS (SELECT 1 FROM reservations WHERE st
 /// A reservation with its upstream intent, if one was asked for.
 pub const GET: &str = r#"
     SELECT r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
-           r.failure_reason, r.source, r.created_at, r.updated_at,
+           r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by,
            i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts,
            i.updated_at AS intent_updated_at
     FROM reservations r
@@ -153,11 +182,11 @@ pub const LOCK: &str = concat!("SELECT ", columns!(), " FROM reservations WHERE 
 pub const RESOURCE_OF: &str = "SELECT resource_id FROM reservations WHERE id = $1";
 
 /// Changes a reservation's status and records the event (`$5`, when not null) in the
-/// same statement.
+/// same statement; `$6` is who acted (NULL: the service).
 pub const SET_STATUS: &str = concat!(
     r#"
     WITH upd AS (
-        UPDATE reservations SET status = $2, failure_reason = $3, updated_at = $4
+        UPDATE reservations SET status = $2, failure_reason = $3, updated_at = $4, acted_by = $6
         WHERE id = $1
         RETURNING "#,
     columns!(),
@@ -196,6 +225,9 @@ pub struct NewReservation<'a> {
     pub status: Status,
     pub expires_at: Option<DateTime<Utc>>,
     pub source: Source,
+    pub metadata: &'a Metadata,
+    /// The principal whose request this is; `None` for the service's own (an offer).
+    pub acted_by: Option<&'a str>,
     pub now: DateTime<Utc>,
 }
 
@@ -230,6 +262,8 @@ pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> R
                 &no_failure,
                 &source,
                 &r.now,
+                &Json(r.metadata),
+                &r.acted_by,
             ],
         )
         .await?;
@@ -246,6 +280,8 @@ pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> R
 }
 
 /// What [`HOLD`] came to.
+// One value per request, moved once: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Hold {
     Reserved(Reservation),
@@ -254,6 +290,7 @@ pub enum Hold {
     TooMany {
         capacity: i32,
     },
+    Archived,
     /// Not for the one-round-trip path: take the general one.
     General,
 }
@@ -266,14 +303,19 @@ pub struct NewHold<'a> {
     pub end: DateTime<Utc>,
     pub quantity: i32,
     pub confirm: bool,
+    pub metadata: &'a Metadata,
     pub now: DateTime<Utc>,
 }
 
 /// See [`HOLD`]: its outcome, and the lapsed holds it expired on the way.
 pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<(Hold, Vec<Reservation>), DbError> {
     let stmt = c.prepare_cached(HOLD).await?;
-    let rows =
-        c.query(&stmt, &[&h.id, &h.resource_id, &h.owner, &h.start, &h.end, &h.quantity, &h.confirm, &h.now]).await?;
+    let rows = c
+        .query(
+            &stmt,
+            &[&h.id, &h.resource_id, &h.owner, &h.start, &h.end, &h.quantity, &h.confirm, &h.now, &Json(h.metadata)],
+        )
+        .await?;
     let mut outcome = None;
     let mut expired = Vec::new();
     for row in &rows {
@@ -284,6 +326,7 @@ pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<(Hold, Vec<
             "not_found" => outcome = Some(Hold::NotFound),
             "too_many" => outcome = Some(Hold::TooMany { capacity: row.try_get("capacity")? }),
             "general" => outcome = Some(Hold::General),
+            "archived" => outcome = Some(Hold::Archived),
             other => return Err(DbError::Corrupt(format!("hold outcome {other}"))),
         }
     }
@@ -317,7 +360,7 @@ pub async fn expire_lapsed_overlapping(
     c: &impl GenericClient,
     resource_id: Uuid,
     start: DateTime<Utc>,
-    end: DateTime<Utc>,
+    end: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
     let stmt = c.prepare_cached(EXPIRE_LAPSED_OVERLAPPING).await?;
@@ -356,13 +399,80 @@ pub async fn set_status(
     id: Uuid,
     status: Status,
     failure: Option<FailureReason>,
+    acted_by: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Reservation, DbError> {
     let stmt = c.prepare_cached(SET_STATUS).await?;
     let failure = failure.map(FailureReason::as_str);
     let event = event_kind(status);
-    let row = c.query_one(&stmt, &[&id, &status.as_str(), &failure, &now, &event]).await?;
+    let row = c.query_one(&stmt, &[&id, &status.as_str(), &failure, &now, &event, &acted_by]).await?;
     from_row(&row)
+}
+
+/// A reschedule's new range, quantity and metadata (see [`MOVE_IF_FITS`]).
+pub struct Move<'a> {
+    pub id: Uuid,
+    pub resource_id: Uuid,
+    pub resource_capacity: i32,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub quantity: i32,
+    pub metadata: &'a Metadata,
+    pub acted_by: &'a str,
+    /// Whether the range or quantity changes (`reservation.rescheduled`), or only the
+    /// metadata (`reservation.updated`).
+    pub rescheduled: bool,
+    pub now: DateTime<Utc>,
+}
+
+/// What the conditional move did.
+#[derive(Debug)]
+pub struct Moved {
+    /// `None`: it does not fit there; the reservation is unchanged.
+    pub reservation: Option<Reservation>,
+    /// Lapsed holds over the new range that it wrote down first.
+    pub expired: Vec<Reservation>,
+}
+
+pub async fn move_if_fits(c: &impl GenericClient, m: &Move<'_>) -> Result<Moved, DbError> {
+    let stmt = c.prepare_cached(MOVE_IF_FITS).await?;
+    let rows = c
+        .query(
+            &stmt,
+            &[
+                &m.id,
+                &m.resource_id,
+                &m.resource_capacity,
+                &m.start,
+                &m.end,
+                &m.quantity,
+                &m.now,
+                &Json(m.metadata),
+                &m.acted_by,
+                &if m.rescheduled { "reservation.rescheduled" } else { "reservation.updated" },
+            ],
+        )
+        .await?;
+    let mut out = Moved { reservation: None, expired: Vec::new() };
+    for row in &rows {
+        let reservation = from_row(row)?;
+        if row.try_get("moved")? {
+            out.reservation = Some(reservation);
+        } else {
+            out.expired.push(reservation);
+        }
+    }
+    Ok(out)
+}
+
+pub async fn peak_ahead(c: &impl GenericClient, resource_id: Uuid, now: DateTime<Utc>) -> Result<i64, DbError> {
+    let stmt = c.prepare_cached(PEAK_AHEAD).await?;
+    Ok(c.query_one(&stmt, &[&resource_id, &now]).await?.try_get::<_, Option<i64>>(0)?.unwrap_or(0))
+}
+
+pub async fn detach_settled(c: &impl GenericClient, resource_id: Uuid, now: DateTime<Utc>) -> Result<u64, DbError> {
+    let stmt = c.prepare_cached(DETACH_SETTLED).await?;
+    Ok(c.execute(&stmt, &[&resource_id, &now]).await?)
 }
 
 /// The outbox event a move into `status` records.
@@ -424,6 +534,8 @@ fn from_row(row: &Row) -> Result<Reservation, DbError> {
         failure_reason: failure.map(str::parse).transpose()?,
         source: row.try_get::<_, &str>("source")?.parse()?,
         intent: intent_of(row)?,
+        metadata: row.try_get::<_, Json<Metadata>>("metadata")?.0,
+        acted_by: row.try_get("acted_by")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })

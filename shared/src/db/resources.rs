@@ -1,20 +1,23 @@
 //! SQL for the `resources` table.
 
 use super::{DbError, GenericClient};
-use crate::domain::{Authority, Resource};
+use crate::domain::{Authority, Metadata, Resource};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
+use tokio_postgres::types::Json;
 use uuid::Uuid;
 
 macro_rules! columns {
     () => {
-        "id, name, capacity, authority, upstream_ref, hold_ttl_seconds, offer_ttl_seconds, created_at"
+        "id, name, capacity, authority, upstream_ref, hold_ttl_seconds, offer_ttl_seconds, metadata, archived_at, \
+         created_at, updated_at"
     };
 }
 
 pub const INSERT: &str = concat!(
     "INSERT INTO resources (id, name, capacity, authority, upstream_ref, hold_ttl_seconds, ",
-    "offer_ttl_seconds, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ",
+    "offer_ttl_seconds, metadata, created_by, created_at, updated_at) ",
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ",
     "RETURNING ",
     columns!()
 );
@@ -25,6 +28,27 @@ pub const GET: &str = concat!("SELECT ", columns!(), " FROM resources WHERE id =
 /// block the `KEY SHARE` lock that inserting a reservation takes for its foreign key.
 pub const LOCK: &str = concat!("SELECT ", columns!(), " FROM resources WHERE id = $1 FOR NO KEY UPDATE");
 
+/// The lock of a change to the resource row itself (its settings, its capacity):
+/// `FOR UPDATE`, because a new capacity changes the key the reservations' foreign key
+/// refers to, which `FOR NO KEY UPDATE` does not allow.
+pub const LOCK_FOR_CHANGE: &str = concat!("SELECT ", columns!(), " FROM resources WHERE id = $1 FOR UPDATE");
+
+/// Writes a resource's changeable settings; a new capacity cascades into the attached
+/// reservations (migration V9). Run under [`LOCK_FOR_CHANGE`].
+pub const UPDATE_SETTINGS: &str = concat!(
+    "UPDATE resources SET name = $2, capacity = $3, hold_ttl_seconds = $4, offer_ttl_seconds = $5, ",
+    "metadata = $6, updated_at = $7 WHERE id = $1 RETURNING ",
+    columns!()
+);
+
+/// Archives a resource; archiving again keeps the first time.
+pub const ARCHIVE: &str = concat!(
+    "UPDATE resources SET archived_at = coalesce(archived_at, $2), ",
+    "updated_at = CASE WHEN archived_at IS NULL THEN $2 ELSE updated_at END ",
+    "WHERE id = $1 RETURNING ",
+    columns!()
+);
+
 pub struct NewResource<'a> {
     pub id: Uuid,
     pub name: &'a str,
@@ -33,6 +57,7 @@ pub struct NewResource<'a> {
     pub upstream_ref: Option<&'a str>,
     pub hold_ttl_seconds: i32,
     pub offer_ttl_seconds: i32,
+    pub metadata: &'a Metadata,
     pub created_by: &'a str,
     pub created_at: DateTime<Utc>,
 }
@@ -50,6 +75,7 @@ pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resou
                 &r.upstream_ref,
                 &r.hold_ttl_seconds,
                 &r.offer_ttl_seconds,
+                &Json(r.metadata),
                 &r.created_by,
                 &r.created_at,
             ],
@@ -69,6 +95,42 @@ pub async fn lock(c: &impl GenericClient, id: Uuid) -> Result<Option<Resource>, 
     c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
+/// Locks the resource row for a change of the row itself ([`LOCK_FOR_CHANGE`]).
+pub async fn lock_for_change(c: &impl GenericClient, id: Uuid) -> Result<Option<Resource>, DbError> {
+    let stmt = c.prepare_cached(LOCK_FOR_CHANGE).await?;
+    c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+}
+
+/// A resource's changeable settings, as [`UPDATE_SETTINGS`] writes them.
+pub struct Settings<'a> {
+    pub name: &'a str,
+    pub capacity: i32,
+    pub hold_ttl_seconds: i32,
+    pub offer_ttl_seconds: i32,
+    pub metadata: &'a Metadata,
+}
+
+pub async fn update_settings(
+    c: &impl GenericClient,
+    id: Uuid,
+    s: &Settings<'_>,
+    now: DateTime<Utc>,
+) -> Result<Resource, DbError> {
+    let stmt = c.prepare_cached(UPDATE_SETTINGS).await?;
+    let row = c
+        .query_one(
+            &stmt,
+            &[&id, &s.name, &s.capacity, &s.hold_ttl_seconds, &s.offer_ttl_seconds, &Json(s.metadata), &now],
+        )
+        .await?;
+    from_row(&row)
+}
+
+pub async fn archive(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<Resource, DbError> {
+    let stmt = c.prepare_cached(ARCHIVE).await?;
+    from_row(&c.query_one(&stmt, &[&id, &now]).await?)
+}
+
 pub(crate) fn from_row(row: &Row) -> Result<Resource, DbError> {
     Ok(Resource {
         id: row.try_get("id")?,
@@ -78,6 +140,9 @@ pub(crate) fn from_row(row: &Row) -> Result<Resource, DbError> {
         upstream_ref: row.try_get("upstream_ref")?,
         hold_ttl_seconds: row.try_get("hold_ttl_seconds")?,
         offer_ttl_seconds: row.try_get("offer_ttl_seconds")?,
+        metadata: row.try_get::<_, Json<Metadata>>("metadata")?.0,
+        archived_at: row.try_get("archived_at")?,
         created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
     })
 }

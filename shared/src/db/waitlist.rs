@@ -126,6 +126,23 @@ pub const SETTLE_OFFERS: &str = concat!(
     SELECT count(*) FROM upd"#
 );
 
+/// Cancels every waiting entry of a resource (`$1`) that is archived: nothing can be
+/// offered for them any more. Offered entries keep their offers.
+pub const CANCEL_WAITING_OF: &str = concat!(
+    r#"
+    WITH upd AS (
+        UPDATE waitlist_entries SET status = 'CANCELLED', updated_at = $2
+        WHERE resource_id = $1 AND status = 'WAITING'
+        RETURNING *
+    ), ev AS (
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT 'waitlist.cancelled', upd.id, "#,
+    event_payload!("upd"),
+    r#", $2, $2 FROM upd
+    )
+    SELECT count(*) FROM upd"#
+);
+
 pub const SET_STATUS: &str = concat!(
     "UPDATE waitlist_entries AS w SET status = $2, updated_at = $3 WHERE id = $1 RETURNING ",
     columns!(),
@@ -243,4 +260,9 @@ fn from_row(row: &Row) -> Result<WaitlistEntry, DbError> {
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
+}
+
+pub async fn cancel_waiting_of(c: &impl GenericClient, resource_id: Uuid, now: DateTime<Utc>) -> Result<i64, DbError> {
+    let stmt = c.prepare_cached(CANCEL_WAITING_OF).await?;
+    Ok(c.query_one(&stmt, &[&resource_id, &now]).await?.try_get(0)?)
 }

@@ -5,7 +5,7 @@ mod load;
 mod validate;
 
 pub use load::{Claim, FreePiece, free_pieces, peak_load};
-pub use validate::{FieldError, Limits, validate_range};
+pub use validate::{FieldError, Limits, Metadata, validate_metadata, validate_range};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -77,7 +77,11 @@ pub struct Resource {
     pub upstream_ref: Option<String>,
     pub hold_ttl_seconds: i32,
     pub offer_ttl_seconds: i32,
+    pub metadata: Metadata,
+    /// Set once the resource is archived: no new holds, joins or reschedules.
+    pub archived_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
 }
 
 text_enum! {
@@ -162,6 +166,11 @@ pub struct Reservation {
     pub source: Source,
     /// The upstream confirmation, for upstream-authority resources once asked for.
     pub intent: Option<Intent>,
+    pub metadata: Metadata,
+    /// The principal whose request made the latest change (the owner, or an admin
+    /// acting for them); `None` when the service made it (an expiry, a waitlist
+    /// offer, the upstream worker's verdict).
+    pub acted_by: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -243,6 +252,8 @@ mod tests {
             failure_reason: None,
             source: Source::Request,
             intent: None,
+            metadata: Metadata::new(),
+            acted_by: None,
             created_at: t,
             updated_at: t,
         }

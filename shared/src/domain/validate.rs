@@ -2,6 +2,54 @@
 
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A client's own labels on a resource or reservation: string keys to string values,
+/// returned everywhere and carried in events. Kept small, because every event carries
+/// it: at most [`METADATA_MAX_KEYS`] keys of at most [`METADATA_MAX_KEY_CHARS`]
+/// characters, values of at most [`METADATA_MAX_VALUE_CHARS`].
+pub type Metadata = BTreeMap<String, String>;
+
+pub const METADATA_MAX_KEYS: usize = 20;
+pub const METADATA_MAX_KEY_CHARS: usize = 40;
+pub const METADATA_MAX_VALUE_CHARS: usize = 500;
+
+/// Reads `metadata` from a request body, naming every problem at once (each under
+/// `metadata.<key>` when it is one key's).
+pub fn validate_metadata(value: &serde_json::Value) -> Result<Metadata, Vec<FieldError>> {
+    let Some(object) = value.as_object() else {
+        return Err(vec![FieldError::new("metadata", "must be an object of string values")]);
+    };
+    let mut errors = Vec::new();
+    if object.len() > METADATA_MAX_KEYS {
+        errors.push(FieldError::new("metadata", format!("may have at most {METADATA_MAX_KEYS} keys")));
+    }
+    let mut metadata = Metadata::new();
+    for (key, value) in object {
+        let field = format!("metadata.{key}");
+        let key_chars = key.chars().count();
+        if key_chars == 0 || key_chars > METADATA_MAX_KEY_CHARS {
+            errors.push(FieldError::new("metadata", format!("keys must be 1 to {METADATA_MAX_KEY_CHARS} characters")));
+            continue;
+        }
+        if key.chars().any(char::is_control) {
+            errors.push(FieldError::new("metadata", "keys must not contain control characters"));
+            continue;
+        }
+        match value.as_str() {
+            None => errors.push(FieldError::new(field, "must be a string")),
+            // PostgreSQL's jsonb cannot hold NUL.
+            Some(v) if v.contains('\0') => errors.push(FieldError::new(field, "must not contain NUL")),
+            Some(v) if v.chars().count() > METADATA_MAX_VALUE_CHARS => {
+                errors.push(FieldError::new(field, format!("must be at most {METADATA_MAX_VALUE_CHARS} characters")))
+            }
+            Some(v) => {
+                metadata.insert(key.clone(), v.to_string());
+            }
+        }
+    }
+    if errors.is_empty() { Ok(metadata) } else { Err(errors) }
+}
 
 /// One problem with one field, as listed in a `validation-error` problem's `errors`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -63,6 +111,26 @@ mod tests {
 
     fn fields(errors: Vec<FieldError>) -> Vec<String> {
         errors.into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn metadata_is_an_object_of_short_strings() {
+        let ok = validate_metadata(&serde_json::json!({"team": "blue", "ticket": "T-1"})).unwrap();
+        assert_eq!(ok.get("team").map(String::as_str), Some("blue"));
+        assert!(validate_metadata(&serde_json::json!(["a"])).is_err());
+        let too_many: serde_json::Map<_, _> = (0..21).map(|i| (format!("k{i}"), "v".into())).collect();
+        assert_eq!(validate_metadata(&serde_json::Value::Object(too_many)).unwrap_err()[0].field, "metadata");
+    }
+
+    #[test]
+    fn every_bad_metadata_entry_is_named() {
+        let long_key = "k".repeat(41);
+        let errors = validate_metadata(&serde_json::json!({
+            "n": 1, "v": "x".repeat(501), long_key: "fine", "ok": "fine"
+        }))
+        .unwrap_err();
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["metadata", "metadata.n", "metadata.v"]);
     }
 
     #[test]

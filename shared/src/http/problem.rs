@@ -46,6 +46,12 @@ pub enum ApiError {
     ReservationNotHeld { status: &'static str },
     #[error("reservation in flight")]
     ReservationInFlight,
+    #[error("resource archived")]
+    ResourceArchived,
+    #[error("reschedule not supported")]
+    RescheduleNotSupported,
+    #[error("capacity in use")]
+    CapacityInUse { peak: i64 },
     #[error("idempotency key in progress")]
     IdempotencyKeyInProgress { retry_after: u64 },
     #[error("idempotency key reused")]
@@ -85,6 +91,9 @@ impl ApiError {
             ApiError::SlotUnavailable
             | ApiError::ReservationNotHeld { .. }
             | ApiError::ReservationInFlight
+            | ApiError::ResourceArchived
+            | ApiError::RescheduleNotSupported
+            | ApiError::CapacityInUse { .. }
             | ApiError::IdempotencyKeyInProgress { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
@@ -143,6 +152,21 @@ impl ApiError {
                 "reservation-in-flight",
                 "Reservation in flight",
                 "The reservation is being confirmed with the system of record; try again when it settles.".into(),
+            ),
+            ApiError::ResourceArchived => (
+                "resource-archived",
+                "Resource archived",
+                "The resource is archived: it takes no new holds, waitlist entries or reschedules.".into(),
+            ),
+            ApiError::RescheduleNotSupported => (
+                "reschedule-not-supported",
+                "Reschedule not supported",
+                "Bookings of an upstream resource cannot be moved; cancel and book again.".into(),
+            ),
+            ApiError::CapacityInUse { peak } => (
+                "capacity-in-use",
+                "Capacity in use",
+                format!("Up to {peak} places are taken at some instant ahead; the capacity cannot go below that."),
             ),
             ApiError::IdempotencyKeyInProgress { .. } => (
                 "idempotency-key-in-progress",
@@ -255,6 +279,9 @@ impl From<BookingError> for ApiError {
             BookingError::UpstreamUnavailable { retry_after_seconds } => {
                 ApiError::UpstreamUnavailable { retry_after: retry_after_seconds }
             }
+            BookingError::ResourceArchived => ApiError::ResourceArchived,
+            BookingError::RescheduleNotSupported => ApiError::RescheduleNotSupported,
+            BookingError::CapacityInUse { peak } => ApiError::CapacityInUse { peak },
             BookingError::Db(e) => e.into(),
         }
     }

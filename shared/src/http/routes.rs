@@ -29,9 +29,12 @@ pub enum Op {
     Health,
     CreateResource,
     GetResource,
+    UpdateResource,
+    ArchiveResource,
     GetAvailability,
     CreateReservation,
     GetReservation,
+    RescheduleReservation,
     ConfirmReservation,
     ReleaseReservation,
     JoinWaitlist,
@@ -52,6 +55,8 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec { method: "GET", path: "/v1/health", op: Op::Health, function: Function::Availability },
     RouteSpec { method: "POST", path: "/v1/resources", op: Op::CreateResource, function: Function::Admin },
     RouteSpec { method: "GET", path: "/v1/resources/{id}", op: Op::GetResource, function: Function::Admin },
+    RouteSpec { method: "PATCH", path: "/v1/resources/{id}", op: Op::UpdateResource, function: Function::Admin },
+    RouteSpec { method: "DELETE", path: "/v1/resources/{id}", op: Op::ArchiveResource, function: Function::Admin },
     RouteSpec {
         method: "GET",
         path: "/v1/resources/{id}/availability",
@@ -64,6 +69,12 @@ pub const ROUTES: &[RouteSpec] = &[
         path: "/v1/reservations/{id}",
         op: Op::GetReservation,
         function: Function::Availability,
+    },
+    RouteSpec {
+        method: "PATCH",
+        path: "/v1/reservations/{id}",
+        op: Op::RescheduleReservation,
+        function: Function::Reserve,
     },
     RouteSpec {
         method: "DELETE",
@@ -170,7 +181,7 @@ mod tests {
         assert!(matches!(route(&Method::GET, "/v1/reservations/"), Err(ApiError::RouteNotFound)));
         assert!(matches!(
             route(&Method::PUT, "/v1/reservations/x"),
-            Err(ApiError::MethodNotAllowed { allow }) if allow == "GET, DELETE"
+            Err(ApiError::MethodNotAllowed { allow }) if allow == "GET, PATCH, DELETE"
         ));
         assert!(
             matches!(route(&Method::GET, "/v1/reservations"), Err(ApiError::MethodNotAllowed { allow }) if allow == "POST")

@@ -201,7 +201,7 @@ pub async fn settle(
         Resolution::FailedAuth => (Status::Failed, Some(FailureReason::Auth)),
         Resolution::FailedUpstream => (Status::Failed, Some(FailureReason::Upstream)),
     };
-    let r = reservations::set_status(&tx, claim.reservation_id, status, reason, now).await?;
+    let r = reservations::set_status(&tx, claim.reservation_id, status, reason, None, now).await?;
     if status == Status::Failed {
         on_freed(&tx, &resource, std::slice::from_ref(&r), now).await?;
     } else if r.source == crate::domain::Source::WaitlistOffer {

@@ -1,0 +1,107 @@
+//! Changing a booking: moving it (new `start`, `end` or `quantity`) or relabelling it
+//! (new `metadata`), in one transaction under the resource lock, as a reserve would
+//! be judged, with the reservation left out of its own conflict check. A hold keeps
+//! its expiry and a booking stays confirmed; capacity the move frees goes to the
+//! waitlist in the same transaction.
+
+use super::release::lock_owned;
+use super::{BookingError, hand_over, invalid, on_freed};
+use crate::db::{GenericClient, reservations};
+use crate::domain::{Authority, Limits, Metadata, Principal, Reservation, Status, validate_range};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// What a `PATCH` asks to change; `None` keeps the current value.
+#[derive(Debug, Default)]
+pub struct Change {
+    pub start: Option<DateTime<Utc>>,
+    pub end: Option<DateTime<Utc>>,
+    pub quantity: Option<i32>,
+    pub metadata: Option<Metadata>,
+}
+
+/// What a reschedule came to. A conflict is an outcome, not an error, for the reason
+/// given at [`super::Reserved`]: the transaction may have written down lapsed holds
+/// and handed them over on the way, and that must commit.
+// One value per request, moved once: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Rescheduled {
+    Rescheduled(Reservation),
+    /// The new range or quantity does not fit; the reservation is unchanged.
+    Unavailable,
+}
+
+/// Applies `change` to a reservation its principal may change (its owner's, or any
+/// for an admin). Run inside a transaction; commit on `Ok`, whichever the outcome.
+pub async fn reschedule(
+    tx: &impl GenericClient,
+    who: &Principal,
+    id: Uuid,
+    change: Change,
+    limits: Limits,
+    now: DateTime<Utc>,
+) -> Result<Rescheduled, BookingError> {
+    let (resource, r) = lock_owned(tx, who, id).await?;
+    match r.status {
+        Status::Held if !r.is_lapsed(now) => {}
+        Status::Confirmed => {}
+        Status::Confirming => return Err(BookingError::InFlight),
+        _ => return Err(BookingError::NotHeld(r.as_of(now).status)),
+    }
+    let (start, end) = (change.start.unwrap_or(r.start), change.end.unwrap_or(r.end));
+    let quantity = change.quantity.unwrap_or(r.quantity);
+    let moves = (start, end, quantity) != (r.start, r.end, r.quantity);
+    if moves {
+        if resource.authority == Authority::Upstream {
+            // The system of record has no move: it would be a cancel and a new write,
+            // which could lose the seat. Refused rather than half done.
+            return Err(BookingError::RescheduleNotSupported);
+        }
+        if resource.archived_at.is_some() {
+            return Err(BookingError::ResourceArchived);
+        }
+        let mut errors = validate_range(start, end, now, limits);
+        if change.start.is_none() {
+            // A booking under way keeps its start; only a new start must lie ahead.
+            errors.retain(|e| e.field != "start");
+        }
+        if quantity < 1 {
+            errors.push(crate::domain::FieldError::new("quantity", "must be at least 1"));
+        }
+        if !errors.is_empty() {
+            return Err(BookingError::Validation(errors));
+        }
+        if quantity > resource.capacity {
+            return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
+        }
+    }
+    let metadata = change.metadata.unwrap_or_else(|| r.metadata.clone());
+    let moved = reservations::move_if_fits(
+        tx,
+        &reservations::Move {
+            id,
+            resource_id: resource.id,
+            resource_capacity: resource.capacity,
+            start,
+            end,
+            quantity,
+            metadata: &metadata,
+            acted_by: &who.id,
+            rescheduled: moves,
+            now,
+        },
+    )
+    .await?;
+    on_freed(tx, &resource, &moved.expired, now).await?;
+    let Some(mut updated) = moved.reservation else { return Ok(Rescheduled::Unavailable) };
+    if moves {
+        // Whatever of the old range the move gave up goes to the waitlist now.
+        hand_over(tx, &resource, r.start, r.end, now).await?;
+    }
+    if resource.authority == Authority::Upstream {
+        // With its intent, as every read of an upstream booking shows it.
+        updated = reservations::get(tx, id).await?.ok_or(BookingError::ReservationNotFound)?;
+    }
+    Ok(Rescheduled::Rescheduled(updated.as_of(now)))
+}
