@@ -28,7 +28,7 @@ pub use handover::{hand_over, on_freed};
 pub use release::{Released, release};
 pub use reserve::{Approval, ReserveRequest, Reserved, reserve};
 pub use resources::{NewResource, ResourceDefaults, create_resource, get_resource};
-pub use waitlist::{JoinRequest, get_entry, join_waitlist, leave_waitlist};
+pub use waitlist::{JoinRequest, Joined, get_entry, join_waitlist, leave_waitlist};
 
 use crate::db::{self, DbError};
 use crate::domain::{FieldError, Status};
