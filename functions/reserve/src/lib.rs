@@ -9,12 +9,12 @@
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
-use serde::Deserialize;
 use shared::AppState;
-use shared::booking::{self, Approval, JoinRequest, ReserveRequest, Reserved};
+use shared::booking::{self, Approval, JoinRequest, Joined, ReserveRequest, Reserved};
 use shared::domain::Limits;
+use shared::http::fields::{self, Fields};
 use shared::http::{
-    ApiError, Function, Op, Reply, Rfc3339, fingerprint, json_body, principal, respond, route_for, run_idempotent,
+    ApiError, Function, Op, Reply, fingerprint, json_body, principal, respond, route_for, run_idempotent,
 };
 use uuid::Uuid;
 
@@ -27,8 +27,8 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     let who = principal(req, &state.config)?;
     match matched.spec.op {
         Op::CreateReservation => {
-            let body = json_body::<CreateReservation>(req, false)?;
-            let input = body.value.into_request();
+            let body = json_body(req, false)?;
+            let input = body.read(create_reservation_body)?;
             let limits = limits(state);
             let fingerprint = fingerprint(req, &body.canonical);
             let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
@@ -73,18 +73,16 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         }
         Op::JoinWaitlist => {
             let resource_id = matched.id(ApiError::ResourceNotFound)?;
-            let body = json_body::<JoinWaitlist>(req, false)?;
-            let input = JoinRequest {
-                resource_id,
-                start: body.value.start.0,
-                end: body.value.end.0,
-                quantity: body.value.quantity,
-            };
+            let body = json_body(req, false)?;
+            let input = body.read(|f| join_waitlist_body(f, resource_id))?;
             let limits = limits(state);
             let fingerprint = fingerprint(req, &body.canonical);
             run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
-                let e = booking::join_waitlist(tx, &who, &input, limits, state.clock.now()).await?;
-                Ok(Reply::json(StatusCode::CREATED, &e).with_location(format!("/v1/waitlist/{}", e.id)))
+                let (status, e) = match booking::join_waitlist(tx, &who, &input, limits, state.clock.now()).await? {
+                    Joined::New(e) => (StatusCode::CREATED, e),
+                    Joined::Existing(e) => (StatusCode::OK, e),
+                };
+                Ok(Reply::json(status, &e).with_location(format!("/v1/waitlist/{}", e.id)))
             })
             .await
         }
@@ -108,46 +106,27 @@ fn limits(state: &AppState) -> Limits {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateReservation {
-    resource_id: Uuid,
-    start: Rfc3339,
-    end: Rfc3339,
-    #[serde(default = "one")]
-    quantity: i32,
-    #[serde(default)]
-    confirm: bool,
+/// The body of `POST /v1/reservations`.
+fn create_reservation_body(f: &mut Fields<'_>) -> Option<ReserveRequest> {
+    let resource_id = f.required("resource_id", fields::uuid);
+    let start = f.required("start", fields::timestamp);
+    let end = f.required("end", fields::timestamp);
+    let quantity = f.optional("quantity", fields::integer(1, i32::MAX)).unwrap_or(1);
+    let confirm = f.optional("confirm", fields::boolean).unwrap_or(false);
+    Some(ReserveRequest { resource_id: resource_id?, start: start?.0, end: end?.0, quantity, confirm })
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JoinWaitlist {
-    start: Rfc3339,
-    end: Rfc3339,
-    #[serde(default = "one")]
-    quantity: i32,
-}
-
-fn one() -> i32 {
-    1
-}
-
-impl CreateReservation {
-    fn into_request(self) -> ReserveRequest {
-        ReserveRequest {
-            resource_id: self.resource_id,
-            start: self.start.0,
-            end: self.end.0,
-            quantity: self.quantity,
-            confirm: self.confirm,
-        }
-    }
+/// The body of `POST /v1/resources/{id}/waitlist`.
+fn join_waitlist_body(f: &mut Fields<'_>, resource_id: Uuid) -> Option<JoinRequest> {
+    let start = f.required("start", fields::timestamp);
+    let end = f.required("end", fields::timestamp);
+    let quantity = f.optional("quantity", fields::integer(1, i32::MAX)).unwrap_or(1);
+    Some(JoinRequest { resource_id, start: start?.0, end: end?.0, quantity })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{CreateReservation, JoinWaitlist};
+    use super::{create_reservation_body, join_waitlist_body};
     use shared::http::{ApiError, json_body};
 
     fn post(body: &str) -> lambda_http::Request {
@@ -162,15 +141,17 @@ mod tests {
     fn a_reservation_body_defaults_to_one_unit_held_not_confirmed() {
         let id = uuid::Uuid::now_v7();
         let body = format!(r#"{{"resource_id":"{id}","start":"2027-03-15T10:00:00Z","end":"2027-03-15T11:00:00Z"}}"#);
-        let r = json_body::<CreateReservation>(&post(&body), false).unwrap().value.into_request();
+        let r = json_body(&post(&body), false).unwrap().read(create_reservation_body).unwrap();
         assert_eq!((r.resource_id, r.quantity, r.confirm), (id, 1, false));
     }
 
     #[test]
     fn unknown_fields_and_missing_bounds_are_refused() {
+        let join =
+            |body: &str| json_body(&post(body), false).unwrap().read(|f| join_waitlist_body(f, uuid::Uuid::nil()));
         let body = r#"{"start":"2027-03-15T10:00:00Z","end":"2027-03-15T11:00:00Z","seats":2}"#;
-        assert!(matches!(json_body::<JoinWaitlist>(&post(body), false), Err(ApiError::Validation(_))));
+        assert!(matches!(join(body), Err(ApiError::Validation(e)) if e[0].field == "seats"));
         let body = r#"{"start":"2027-03-15T10:00:00Z"}"#;
-        assert!(matches!(json_body::<JoinWaitlist>(&post(body), false), Err(ApiError::Validation(_))));
+        assert!(matches!(join(body), Err(ApiError::Validation(e)) if e[0].field == "end"));
     }
 }

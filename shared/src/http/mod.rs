@@ -1,10 +1,11 @@
 //! The adapter between `lambda_http` and the booking operations.
 //!
 //! A handler is `async fn(&AppState, Request) -> Response<Body>`: it matches its route,
-//! authenticates, parses a strict body, runs an operation (inside the idempotency
+//! authenticates, reads a strict body ([`fields`]), runs an operation (inside the idempotency
 //! guard for mutations) and answers. Every expected failure is an [`ApiError`] value,
 //! turned into problem JSON in exactly one place ([`ApiError::into_reply`]).
 
+pub mod fields;
 mod idempotency;
 mod problem;
 mod request;
