@@ -1,12 +1,15 @@
-//! The `admin` function: `POST /v1/resources` (admins only) and `GET /v1/resources/{id}`.
+//! The `admin` function: `POST /v1/resources` (admins only, inside the idempotency
+//! guard) and `GET /v1/resources/{id}`.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
-use serde::Deserialize;
 use shared::AppState;
 use shared::booking::{self, NewResource, ResourceDefaults};
 use shared::domain::Authority;
-use shared::http::{ApiError, Function, Op, Reply, json_body, principal, respond, route_for};
+use shared::http::fields::{self, Fields};
+use shared::http::{
+    ApiError, Function, Op, Reply, fingerprint, json_body, principal, respond, route_for, run_idempotent,
+};
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
     Ok(respond(&req, serve(state, &req)).await)
@@ -20,14 +23,18 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             if !who.admin {
                 return Err(ApiError::Forbidden);
             }
-            let body = json_body::<CreateResource>(req, false)?.value;
-            let client = state.pool.get().await?;
-            let defaults = ResourceDefaults {
-                hold_ttl_seconds: state.config.hold_ttl_seconds,
-                offer_ttl_seconds: state.config.offer_ttl_seconds,
-            };
-            let r = booking::create_resource(&client, &who, body.into_new(), defaults, state.clock.now()).await?;
-            Ok(Reply::json(StatusCode::CREATED, &r).with_location(format!("/v1/resources/{}", r.id)).into_response())
+            let body = json_body(req, false)?;
+            let new = body.read(create_resource)?;
+            let fingerprint = fingerprint(req, &body.canonical);
+            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+                let defaults = ResourceDefaults {
+                    hold_ttl_seconds: state.config.hold_ttl_seconds,
+                    offer_ttl_seconds: state.config.offer_ttl_seconds,
+                };
+                let r = booking::create_resource(tx, &who, new, defaults, state.clock.now()).await?;
+                Ok(Reply::json(StatusCode::CREATED, &r).with_location(format!("/v1/resources/{}", r.id)))
+            })
+            .await
         }
         Op::GetResource => {
             let id = matched.id(ApiError::ResourceNotFound)?;
@@ -38,49 +45,17 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateResource {
-    name: String,
-    #[serde(default = "one")]
-    capacity: i32,
-    #[serde(default = "local")]
-    authority: AuthorityIn,
-    #[serde(default)]
-    upstream_ref: Option<String>,
-    #[serde(default)]
-    hold_ttl_seconds: Option<i32>,
-    #[serde(default)]
-    offer_ttl_seconds: Option<i32>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum AuthorityIn {
-    Local,
-    Upstream,
-}
-
-fn one() -> i32 {
-    1
-}
-
-fn local() -> AuthorityIn {
-    AuthorityIn::Local
-}
-
-impl CreateResource {
-    fn into_new(self) -> NewResource {
-        NewResource {
-            name: self.name,
-            capacity: self.capacity,
-            authority: match self.authority {
-                AuthorityIn::Local => Authority::Local,
-                AuthorityIn::Upstream => Authority::Upstream,
-            },
-            upstream_ref: self.upstream_ref,
-            hold_ttl_seconds: self.hold_ttl_seconds,
-            offer_ttl_seconds: self.offer_ttl_seconds,
-        }
-    }
+/// The body of `POST /v1/resources`. The rules that join fields (an upstream resource
+/// has a ref and capacity 1) are the booking layer's.
+fn create_resource(f: &mut Fields<'_>) -> Option<NewResource> {
+    let name = f.required("name", fields::text(1, 200));
+    let capacity = f.optional("capacity", fields::integer(1, 100_000)).unwrap_or(1);
+    let authority = match f.optional("authority", fields::one_of(&["local", "upstream"])) {
+        Some("upstream") => Authority::Upstream,
+        _ => Authority::Local,
+    };
+    let upstream_ref = f.nullable("upstream_ref", fields::text(0, 200));
+    let hold_ttl_seconds = f.nullable("hold_ttl_seconds", fields::integer(1, i32::MAX));
+    let offer_ttl_seconds = f.nullable("offer_ttl_seconds", fields::integer(1, i32::MAX));
+    Some(NewResource { name: name?, capacity, authority, upstream_ref, hold_ttl_seconds, offer_ttl_seconds })
 }
