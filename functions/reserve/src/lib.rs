@@ -48,7 +48,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                     // Committed and stored like any answer; see `Reserved`.
                     Reserved::Unavailable => {
                         shared::metrics::count("Conflicts");
-                        return Ok(ApiError::SlotUnavailable.into_reply());
+                        return Ok(ApiError::SlotUnavailable.into_reply_at(req.uri().path()));
                     }
                 };
                 Ok(Reply::json(status, &r).with_location(format!("/v1/reservations/{}", r.id)))

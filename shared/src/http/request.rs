@@ -22,24 +22,25 @@ pub fn principal(req: &Request, config: &Config) -> Result<Principal, ApiError> 
 }
 
 fn identify(req: &Request, config: &Config) -> Result<Principal, ApiError> {
+    let unauthenticated = || ApiError::Unauthenticated(config.auth_mode);
     match config.auth_mode {
         AuthMode::Jwt => {
             let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
-                return Err(ApiError::Unauthenticated);
+                return Err(unauthenticated());
             };
-            let jwt = ctx.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).ok_or(ApiError::Unauthenticated)?;
-            let sub = jwt.claims.get("sub").filter(|s| !s.is_empty()).ok_or(ApiError::Unauthenticated)?;
+            let jwt = ctx.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).ok_or_else(unauthenticated)?;
+            let sub = jwt.claims.get("sub").filter(|s| !s.is_empty()).ok_or_else(unauthenticated)?;
             let admin = jwt.claims.get("scope").is_some_and(|s| s.split(' ').any(|x| x == ADMIN_SCOPE))
                 || jwt.scopes.as_ref().is_some_and(|s| s.iter().any(|x| x == ADMIN_SCOPE));
             Ok(Principal { id: sub.clone(), admin })
         }
         AuthMode::Header => {
-            let raw = req.headers().get("x-principal").ok_or(ApiError::Unauthenticated)?;
-            let id = raw.to_str().map_err(|_| ApiError::Unauthenticated)?;
+            let raw = req.headers().get("x-principal").ok_or_else(unauthenticated)?;
+            let id = raw.to_str().map_err(|_| unauthenticated())?;
             let valid =
                 (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._@:-".contains(&b));
             if !valid {
-                return Err(ApiError::Unauthenticated);
+                return Err(unauthenticated());
             }
             Ok(Principal { id: id.to_string(), admin: config.is_admin(id) })
         }

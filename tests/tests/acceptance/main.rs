@@ -5,6 +5,7 @@
 
 mod bad_input;
 mod concurrency;
+mod conventions;
 mod database_tls;
 mod event_fixtures;
 mod faults;
