@@ -10,6 +10,7 @@
 //! served at once are bounded, and a failing `accept` backs off (see [`Limits`]).
 
 pub mod accept;
+pub mod cors;
 pub mod problem_io;
 pub mod startup;
 
@@ -33,16 +34,34 @@ const READ_LIMIT: usize = 1024 * 1024;
 /// The OpenAPI document of the whole API. Served here only: it is not a Lambda route.
 pub const OPENAPI_JSON: &str = include_str!("../../openapi/openapi.json");
 
-/// Routes one request to the function that owns it, as API Gateway would.
+/// Routes one request to the function that owns it, as API Gateway would, with CORS
+/// (see [`cors`]) and `HEAD` (every `GET` without its body) as API Gateway does them.
 pub async fn dispatch(state: &AppState, req: Request) -> Response<Body> {
-    if req.method() == http::Method::GET && req.uri().path() == "/v1/openapi.json" {
+    if let Some(preflight) = cors::preflight(&state.config, &req) {
+        return preflight;
+    }
+    let origin = cors::allowed_origin(&state.config, &req).cloned();
+    let head = req.method() == http::Method::HEAD;
+    let mut response = route_to_function(state, req).await;
+    if head {
+        response = shared::http::without_body(response);
+    }
+    if let Some(origin) = origin {
+        cors::decorate(response.headers_mut(), origin);
+    }
+    response
+}
+
+async fn route_to_function(state: &AppState, req: Request) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    if matches!(*req.method(), http::Method::GET | http::Method::HEAD) && path == "/v1/openapi.json" {
         let mut response = Response::new(Body::Text(OPENAPI_JSON.to_string()));
         response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
         return response;
     }
-    let function = match route(req.method(), req.uri().path()) {
+    let function = match route(req.method(), &path) {
         Ok(matched) => matched.spec.function,
-        Err(e) => return e.into_reply().into_response(),
+        Err(e) => return e.into_reply_at(&path).into_response(),
     };
     let outcome = match function {
         Function::Admin => admin::handler(state, req).await,
@@ -51,7 +70,7 @@ pub async fn dispatch(state: &AppState, req: Request) -> Response<Body> {
         Function::Availability => availability::handler(state, req).await,
     };
     // A handler's `Err` is a crash; in Lambda the runtime reports it, here a 500 does.
-    outcome.unwrap_or_else(|e| ApiError::Internal(e).into_reply().into_response())
+    outcome.unwrap_or_else(|e| ApiError::Internal(e).into_reply_at(&path).into_response())
 }
 
 /// How the server protects itself from slow, stuck or too many clients.
@@ -93,7 +112,7 @@ async fn handle(
             // stays out of the log, as in `shared::http::respond`.
             let status = e.status().as_u16();
             tracing::info!(method = %parts.method, status, error = %e, "request body refused");
-            e.into_reply().into_response()
+            e.into_reply_at(parts.uri.path()).into_response()
         }
     };
     // The handlers log the request (`shared::http::respond`).

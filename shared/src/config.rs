@@ -61,6 +61,10 @@ pub struct Config {
     /// How long a published outbox row is kept before the sweeper deletes it.
     pub outbox_retention: chrono::Duration,
     pub upstream: UpstreamConfig,
+    /// `CORS_ALLOWED_ORIGINS`: the browser origins (`https://app.example.com`) the dev
+    /// server answers CORS for; none by default. In AWS the HTTP API's own CORS
+    /// configuration does this, from the template's `CorsAllowedOrigins`.
+    pub cors_allowed_origins: Vec<String>,
 }
 
 /// The system of record for `authority: upstream` resources (`upstream::SystemOfRecord`).
@@ -137,6 +141,20 @@ impl Config {
             .filter(|s| !s.is_empty())
             .map(String::from)
             .collect();
+        let cors_allowed_origins = get("CORS_ALLOWED_ORIGINS")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|origin| match is_origin(origin) {
+                true => Ok(origin.to_string()),
+                false => Err(ConfigError::Invalid {
+                    name: "CORS_ALLOWED_ORIGINS",
+                    value: origin.into(),
+                    reason: "expected origins such as https://app.example.com, comma-separated",
+                }),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let pool_default = match mode {
             Defaults::Lambda => 2,
             Defaults::DevServer => 16,
@@ -171,12 +189,28 @@ impl Config {
                 intent_lease: chrono::Duration::seconds(num("INTENT_LEASE_SECONDS", 60, 1, 3_600)?),
                 intent_requeue_after: chrono::Duration::seconds(num("INTENT_REQUEUE_AFTER_SECONDS", 300, 1, 86_400)?),
             },
+            cors_allowed_origins,
         })
     }
 
     pub fn is_admin(&self, principal: &str) -> bool {
         self.admin_principals.iter().any(|a| a == principal)
     }
+
+    /// Whether a browser on `origin` may call the API (compared as the browser sends
+    /// it: scheme, host and port, no path).
+    pub fn cors_allows(&self, origin: &str) -> bool {
+        self.cors_allowed_origins.iter().any(|o| o == origin)
+    }
+}
+
+/// A serialized origin: `http` or `https`, `://`, a host and maybe a port; no path, no
+/// wildcard (a wildcard would let every site's scripts read the answers).
+fn is_origin(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://")) else {
+        return false;
+    };
+    !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
 }
 
 /// For a binary's `main`: the value, or the error as one line on stderr (`reserve:
@@ -268,6 +302,21 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("AUTH_MODE"));
+    }
+
+    #[test]
+    fn cors_origins_are_a_comma_separated_list_of_origins_and_none_by_default() {
+        let base = ("DATABASE_URL", "postgres://x@h/db");
+        let c = Config::from_lookup(Defaults::DevServer, lookup(&[base])).unwrap();
+        assert!(c.cors_allowed_origins.is_empty());
+        let list = ("CORS_ALLOWED_ORIGINS", " https://app.example.com, http://localhost:5173 ,");
+        let c = Config::from_lookup(Defaults::DevServer, lookup(&[base, list])).unwrap();
+        assert_eq!(c.cors_allowed_origins, ["https://app.example.com", "http://localhost:5173"]);
+        assert!(c.cors_allows("http://localhost:5173") && !c.cors_allows("http://localhost:5174"));
+        for bad in ["*", "app.example.com", "https://app.example.com/", "https://"] {
+            let err = Config::from_lookup(Defaults::DevServer, lookup(&[base, ("CORS_ALLOWED_ORIGINS", bad)]));
+            assert!(err.unwrap_err().to_string().contains("CORS_ALLOWED_ORIGINS"), "{bad}");
+        }
     }
 
     #[test]

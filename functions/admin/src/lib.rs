@@ -1,14 +1,14 @@
 //! The `admin` function: a resource's life. `POST /v1/resources` (create),
-//! `PATCH /v1/resources/{id}` (settings, capacity, metadata) and
-//! `DELETE /v1/resources/{id}` (archive) are for admins; `GET /v1/resources/{id}` for
-//! every principal.
+//! `PATCH /v1/resources/{id}` (settings, capacity, metadata), both inside the
+//! idempotency guard, and `DELETE /v1/resources/{id}` (archive) are for admins;
+//! `GET /v1/resources/{id}` is for every principal.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
-use serde::Deserialize;
 use shared::AppState;
 use shared::booking::{self, NewResource, ResourceChange, ResourceDefaults};
-use shared::domain::{Authority, Metadata, validate_metadata};
+use shared::domain::Authority;
+use shared::http::fields::{self, Fields};
 use shared::http::{
     ApiError, Function, Op, Reply, fingerprint, json_body, principal, respond, route_for, run_idempotent,
 };
@@ -25,14 +25,18 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             if !who.admin {
                 return Err(ApiError::Forbidden);
             }
-            let body = json_body::<CreateResource>(req, false)?.value;
-            let client = state.pool.get().await?;
-            let defaults = ResourceDefaults {
-                hold_ttl_seconds: state.config.hold_ttl_seconds,
-                offer_ttl_seconds: state.config.offer_ttl_seconds,
-            };
-            let r = booking::create_resource(&client, &who, body.into_new()?, defaults, state.clock.now()).await?;
-            Ok(Reply::json(StatusCode::CREATED, &r).with_location(format!("/v1/resources/{}", r.id)).into_response())
+            let body = json_body(req, false)?;
+            let new = body.read(create_resource)?;
+            let fingerprint = fingerprint(req, &body.canonical);
+            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+                let defaults = ResourceDefaults {
+                    hold_ttl_seconds: state.config.hold_ttl_seconds,
+                    offer_ttl_seconds: state.config.offer_ttl_seconds,
+                };
+                let r = booking::create_resource(tx, &who, new, defaults, state.clock.now()).await?;
+                Ok(Reply::json(StatusCode::CREATED, &r).with_location(format!("/v1/resources/{}", r.id)))
+            })
+            .await
         }
         Op::GetResource => {
             let id = matched.id(ApiError::ResourceNotFound)?;
@@ -44,9 +48,9 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 return Err(ApiError::Forbidden);
             }
             let id = matched.id(ApiError::ResourceNotFound)?;
-            let body = json_body::<UpdateResource>(req, false)?;
+            let body = json_body(req, false)?;
+            let change = body.read(update_resource)?;
             let fingerprint = fingerprint(req, &body.canonical);
-            let change = body.value.into_change()?;
             let limits = state.config.limits();
             run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
                 let r = booking::update_resource(tx, id, change, limits, state.clock.now()).await?;
@@ -69,96 +73,34 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     }
 }
 
-/// A `PATCH`: any of these; at least one.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UpdateResource {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    capacity: Option<i32>,
-    #[serde(default)]
-    hold_ttl_seconds: Option<i32>,
-    #[serde(default)]
-    offer_ttl_seconds: Option<i32>,
-    #[serde(default)]
-    metadata: Option<serde_json::Value>,
-}
-
-impl UpdateResource {
-    fn into_change(self) -> Result<ResourceChange, ApiError> {
-        let UpdateResource { name, capacity, hold_ttl_seconds, offer_ttl_seconds, metadata } = self;
-        if name.is_none()
-            && capacity.is_none()
-            && hold_ttl_seconds.is_none()
-            && offer_ttl_seconds.is_none()
-            && metadata.is_none()
-        {
-            return Err(ApiError::validation(
-                "body",
-                "must change at least one of name, capacity, hold_ttl_seconds, offer_ttl_seconds, metadata",
-            ));
-        }
-        Ok(ResourceChange {
-            name,
-            capacity,
-            hold_ttl_seconds,
-            offer_ttl_seconds,
-            metadata: metadata.as_ref().map(validate_metadata).transpose().map_err(ApiError::Validation)?,
-        })
+/// The body of `PATCH /v1/resources/{id}`: any of these, at least one.
+fn update_resource(f: &mut Fields<'_>) -> Option<ResourceChange> {
+    let change = ResourceChange {
+        name: f.optional("name", fields::text(1, 200)),
+        capacity: f.optional("capacity", fields::integer(1, 100_000)),
+        hold_ttl_seconds: f.optional("hold_ttl_seconds", fields::integer(1, i32::MAX)),
+        offer_ttl_seconds: f.optional("offer_ttl_seconds", fields::integer(1, i32::MAX)),
+        metadata: f.metadata("metadata"),
+    };
+    if f.is_empty() {
+        f.refuse("body", "must change at least one of name, capacity, hold_ttl_seconds, offer_ttl_seconds, metadata");
+        return None;
     }
+    Some(change)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateResource {
-    name: String,
-    #[serde(default = "one")]
-    capacity: i32,
-    #[serde(default = "local")]
-    authority: AuthorityIn,
-    #[serde(default)]
-    upstream_ref: Option<String>,
-    #[serde(default)]
-    hold_ttl_seconds: Option<i32>,
-    #[serde(default)]
-    offer_ttl_seconds: Option<i32>,
-    #[serde(default)]
-    metadata: Option<serde_json::Value>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum AuthorityIn {
-    Local,
-    Upstream,
-}
-
-fn one() -> i32 {
-    1
-}
-
-fn local() -> AuthorityIn {
-    AuthorityIn::Local
-}
-
-impl CreateResource {
-    fn into_new(self) -> Result<NewResource, ApiError> {
-        let metadata = match &self.metadata {
-            Some(m) => validate_metadata(m).map_err(ApiError::Validation)?,
-            None => Metadata::new(),
-        };
-        Ok(NewResource {
-            name: self.name,
-            capacity: self.capacity,
-            authority: match self.authority {
-                AuthorityIn::Local => Authority::Local,
-                AuthorityIn::Upstream => Authority::Upstream,
-            },
-            upstream_ref: self.upstream_ref,
-            hold_ttl_seconds: self.hold_ttl_seconds,
-            offer_ttl_seconds: self.offer_ttl_seconds,
-            metadata,
-        })
-    }
+/// The body of `POST /v1/resources`. The rules that join fields (an upstream resource
+/// has a ref and capacity 1) are the booking layer's.
+fn create_resource(f: &mut Fields<'_>) -> Option<NewResource> {
+    let name = f.required("name", fields::text(1, 200));
+    let capacity = f.optional("capacity", fields::integer(1, 100_000)).unwrap_or(1);
+    let authority = match f.optional("authority", fields::one_of(&["local", "upstream"])) {
+        Some("upstream") => Authority::Upstream,
+        _ => Authority::Local,
+    };
+    let upstream_ref = f.nullable("upstream_ref", fields::text(0, 200));
+    let hold_ttl_seconds = f.nullable("hold_ttl_seconds", fields::integer(1, i32::MAX));
+    let offer_ttl_seconds = f.nullable("offer_ttl_seconds", fields::integer(1, i32::MAX));
+    let metadata = f.metadata("metadata").unwrap_or_default();
+    Some(NewResource { name: name?, capacity, authority, upstream_ref, hold_ttl_seconds, offer_ttl_seconds, metadata })
 }

@@ -1,6 +1,7 @@
 //! The `availability` function: the read routes. `GET /v1/resources/{id}/availability`
 //! (what is taken and what is free in a window), `GET /v1/reservations/{id}`,
-//! `GET /v1/waitlist/{id}` and `GET /v1/health`. Reads take no locks. For an upstream
+//! `GET /v1/waitlist/{id}`, `GET /v1/health` and `GET /v1/problems/{slug}` (the page
+//! a problem's `type` leads to). Reads take no locks. For an upstream
 //! resource the upstream's claims are merged in as `EXTERNAL`, read through the shared
 //! single-flight cache behind the breaker.
 
@@ -18,8 +19,11 @@ pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, E
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {
     let matched = route_for(req.method(), req.uri().path(), Function::Availability)?;
-    if matched.spec.op == Op::Health {
-        return health(state).await;
+    match matched.spec.op {
+        Op::Health => return health(state).await,
+        // Public, like the problem documents that link to it.
+        Op::GetProblem => return problem_page(matched.id),
+        _ => {}
     }
     let who = principal(req, &state.config)?;
     let now = state.clock.now();
@@ -83,6 +87,12 @@ fn window(req: &Request) -> Result<(chrono::DateTime<chrono::Utc>, chrono::DateT
         (Some(from), Some(to)) => Ok((from, to)),
         _ => Err(ApiError::Validation(errors)),
     }
+}
+
+/// The page that describes a problem type: where a problem's `type` leads.
+fn problem_page(slug: Option<&str>) -> Result<Response<Body>, ApiError> {
+    let problem = slug.and_then(shared::http::problem_type).ok_or(ApiError::ProblemTypeNotFound)?;
+    Ok(Reply::html(StatusCode::OK, problem.page()).into_response())
 }
 
 async fn health(state: &AppState) -> Result<Response<Body>, ApiError> {

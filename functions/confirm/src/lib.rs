@@ -7,7 +7,6 @@
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
-use serde::Deserialize;
 use shared::AppState;
 use shared::booking::{self, Approval, Confirmed};
 use shared::http::{
@@ -18,11 +17,6 @@ pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, E
     Ok(respond(&req, serve(state, &req)).await)
 }
 
-/// The body is optional and, when given, must be `{}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConfirmBody {}
-
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {
     let matched = route_for(req.method(), req.uri().path(), Function::Confirm)?;
     let who = principal(req, &state.config)?;
@@ -30,7 +24,9 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         return Err(ApiError::RouteNotFound);
     }
     let id = matched.id(ApiError::ReservationNotFound)?;
-    let body = json_body::<ConfirmBody>(req, true)?;
+    // The body is optional and, when given, must be `{}`: it has no fields.
+    let body = json_body(req, true)?;
+    body.read(|_| Some(()))?;
     let fingerprint = fingerprint(req, &body.canonical);
     let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
     let mut queued = false;

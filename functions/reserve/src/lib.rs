@@ -11,12 +11,11 @@
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
-use serde::Deserialize;
 use shared::AppState;
-use shared::booking::{self, Approval, Change, JoinRequest, Rescheduled, ReserveRequest, Reserved};
-use shared::domain::{Metadata, validate_metadata};
+use shared::booking::{self, Approval, Change, JoinRequest, Joined, Rescheduled, ReserveRequest, Reserved};
+use shared::http::fields::{self, Fields};
 use shared::http::{
-    ApiError, Function, Op, Reply, Rfc3339, fingerprint, json_body, principal, respond, route_for, run_idempotent,
+    ApiError, Function, Op, Reply, fingerprint, json_body, principal, respond, route_for, run_idempotent,
 };
 use uuid::Uuid;
 
@@ -29,8 +28,8 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     let who = principal(req, &state.config)?;
     match matched.spec.op {
         Op::CreateReservation => {
-            let body = json_body::<CreateReservation>(req, false)?;
-            let input = body.value.into_request()?;
+            let body = json_body(req, false)?;
+            let input = body.read(create_reservation_body)?;
             let limits = state.config.limits();
             let fingerprint = fingerprint(req, &body.canonical);
             let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
@@ -50,7 +49,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                     // Committed and stored like any answer; see `Reserved`.
                     Reserved::Unavailable => {
                         shared::metrics::count("Conflicts");
-                        return Ok(ApiError::SlotUnavailable.into_reply());
+                        return Ok(ApiError::SlotUnavailable.into_reply_at(req.uri().path()));
                     }
                 };
                 Ok(Reply::json(status, &r).with_location(format!("/v1/reservations/{}", r.id)))
@@ -64,10 +63,10 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         }
         Op::RescheduleReservation => {
             let id = matched.id(ApiError::ReservationNotFound)?;
-            let body = json_body::<RescheduleReservation>(req, false)?;
+            let body = json_body(req, false)?;
+            let change = body.read(reschedule_body)?;
             let fingerprint = fingerprint(req, &body.canonical);
             let limits = state.config.limits();
-            let change = body.value.into_change()?;
             run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
                 match booking::reschedule(tx, &who, id, change, limits, state.clock.now()).await? {
                     Rescheduled::Rescheduled(r) => {
@@ -95,18 +94,16 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         }
         Op::JoinWaitlist => {
             let resource_id = matched.id(ApiError::ResourceNotFound)?;
-            let body = json_body::<JoinWaitlist>(req, false)?;
-            let input = JoinRequest {
-                resource_id,
-                start: body.value.start.0,
-                end: body.value.end.0,
-                quantity: body.value.quantity,
-            };
+            let body = json_body(req, false)?;
+            let input = body.read(|f| join_waitlist_body(f, resource_id))?;
             let limits = state.config.limits();
             let fingerprint = fingerprint(req, &body.canonical);
             run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
-                let e = booking::join_waitlist(tx, &who, &input, limits, state.clock.now()).await?;
-                Ok(Reply::json(StatusCode::CREATED, &e).with_location(format!("/v1/waitlist/{}", e.id)))
+                let (status, e) = match booking::join_waitlist(tx, &who, &input, limits, state.clock.now()).await? {
+                    Joined::New(e) => (StatusCode::CREATED, e),
+                    Joined::Existing(e) => (StatusCode::OK, e),
+                };
+                Ok(Reply::json(status, &e).with_location(format!("/v1/waitlist/{}", e.id)))
             })
             .await
         }
@@ -122,81 +119,44 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateReservation {
-    resource_id: Uuid,
-    start: Rfc3339,
-    end: Rfc3339,
-    #[serde(default = "one")]
-    quantity: i32,
-    #[serde(default)]
-    confirm: bool,
-    #[serde(default)]
-    metadata: Option<serde_json::Value>,
+/// The body of `POST /v1/reservations`.
+fn create_reservation_body(f: &mut Fields<'_>) -> Option<ReserveRequest> {
+    let resource_id = f.required("resource_id", fields::uuid);
+    let start = f.required("start", fields::timestamp);
+    let end = f.required("end", fields::timestamp);
+    let quantity = f.optional("quantity", fields::integer(1, i32::MAX)).unwrap_or(1);
+    let confirm = f.optional("confirm", fields::boolean).unwrap_or(false);
+    let metadata = f.metadata("metadata").unwrap_or_default();
+    Some(ReserveRequest { resource_id: resource_id?, start: start?.0, end: end?.0, quantity, confirm, metadata })
 }
 
-/// A `PATCH`: any of the range, the quantity and the metadata; at least one.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RescheduleReservation {
-    #[serde(default)]
-    start: Option<Rfc3339>,
-    #[serde(default)]
-    end: Option<Rfc3339>,
-    #[serde(default)]
-    quantity: Option<i32>,
-    #[serde(default)]
-    metadata: Option<serde_json::Value>,
-}
-
-impl RescheduleReservation {
-    fn into_change(self) -> Result<Change, ApiError> {
-        if self.start.is_none() && self.end.is_none() && self.quantity.is_none() && self.metadata.is_none() {
-            return Err(ApiError::validation("body", "must change at least one of start, end, quantity, metadata"));
-        }
-        Ok(Change {
-            start: self.start.map(|t| t.0),
-            end: self.end.map(|t| t.0),
-            quantity: self.quantity,
-            metadata: self.metadata.as_ref().map(validate_metadata).transpose().map_err(ApiError::Validation)?,
-        })
+/// The body of `PATCH /v1/reservations/{id}`: any of the range, the quantity and the
+/// metadata; at least one.
+fn reschedule_body(f: &mut Fields<'_>) -> Option<Change> {
+    let change = Change {
+        start: f.optional("start", fields::timestamp).map(|t| t.0),
+        end: f.optional("end", fields::timestamp).map(|t| t.0),
+        quantity: f.optional("quantity", fields::integer(1, i32::MAX)),
+        metadata: f.metadata("metadata"),
+    };
+    if f.is_empty() {
+        f.refuse("body", "must change at least one of start, end, quantity, metadata");
+        return None;
     }
+    Some(change)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JoinWaitlist {
-    start: Rfc3339,
-    end: Rfc3339,
-    #[serde(default = "one")]
-    quantity: i32,
-}
-
-fn one() -> i32 {
-    1
-}
-
-impl CreateReservation {
-    fn into_request(self) -> Result<ReserveRequest, ApiError> {
-        let metadata = match &self.metadata {
-            Some(m) => validate_metadata(m).map_err(ApiError::Validation)?,
-            None => Metadata::new(),
-        };
-        Ok(ReserveRequest {
-            resource_id: self.resource_id,
-            start: self.start.0,
-            end: self.end.0,
-            quantity: self.quantity,
-            confirm: self.confirm,
-            metadata,
-        })
-    }
+/// The body of `POST /v1/resources/{id}/waitlist`.
+fn join_waitlist_body(f: &mut Fields<'_>, resource_id: Uuid) -> Option<JoinRequest> {
+    let start = f.required("start", fields::timestamp);
+    let end = f.required("end", fields::timestamp);
+    let quantity = f.optional("quantity", fields::integer(1, i32::MAX)).unwrap_or(1);
+    Some(JoinRequest { resource_id, start: start?.0, end: end?.0, quantity })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{CreateReservation, JoinWaitlist};
+    use super::{create_reservation_body, join_waitlist_body};
     use shared::http::{ApiError, json_body};
 
     fn post(body: &str) -> lambda_http::Request {
@@ -211,15 +171,17 @@ mod tests {
     fn a_reservation_body_defaults_to_one_unit_held_not_confirmed() {
         let id = uuid::Uuid::now_v7();
         let body = format!(r#"{{"resource_id":"{id}","start":"2027-03-15T10:00:00Z","end":"2027-03-15T11:00:00Z"}}"#);
-        let r = json_body::<CreateReservation>(&post(&body), false).unwrap().value.into_request().unwrap();
+        let r = json_body(&post(&body), false).unwrap().read(create_reservation_body).unwrap();
         assert_eq!((r.resource_id, r.quantity, r.confirm), (id, 1, false));
     }
 
     #[test]
     fn unknown_fields_and_missing_bounds_are_refused() {
+        let join =
+            |body: &str| json_body(&post(body), false).unwrap().read(|f| join_waitlist_body(f, uuid::Uuid::nil()));
         let body = r#"{"start":"2027-03-15T10:00:00Z","end":"2027-03-15T11:00:00Z","seats":2}"#;
-        assert!(matches!(json_body::<JoinWaitlist>(&post(body), false), Err(ApiError::Validation(_))));
+        assert!(matches!(join(body), Err(ApiError::Validation(e)) if e[0].field == "seats"));
         let body = r#"{"start":"2027-03-15T10:00:00Z"}"#;
-        assert!(matches!(json_body::<JoinWaitlist>(&post(body), false), Err(ApiError::Validation(_))));
+        assert!(matches!(join(body), Err(ApiError::Validation(e)) if e[0].field == "end"));
     }
 }

@@ -32,7 +32,7 @@ pub use reserve::{Approval, ReserveRequest, Reserved, reserve};
 pub use resources::{
     NewResource, ResourceChange, ResourceDefaults, archive_resource, create_resource, get_resource, update_resource,
 };
-pub use waitlist::{JoinRequest, get_entry, join_waitlist, leave_waitlist};
+pub use waitlist::{JoinRequest, Joined, get_entry, join_waitlist, leave_waitlist};
 
 use crate::db::{self, DbError};
 use crate::domain::{FieldError, Status};

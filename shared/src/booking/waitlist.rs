@@ -14,6 +14,17 @@ pub struct JoinRequest {
     pub quantity: i32,
 }
 
+/// What joining the queue did.
+#[derive(Debug)]
+pub enum Joined {
+    /// A new place at the end of the queue (or an offer at once).
+    New(WaitlistEntry),
+    /// The principal already waits (or holds an offer) for exactly this range: that
+    /// entry, unchanged. One principal has one place per range, so asking again, by a
+    /// retry without an idempotency key or a second tab, never queues twice.
+    Existing(WaitlistEntry),
+}
+
 /// Joins the queue; if the capacity is free now (and nobody ahead wants it), the entry
 /// is offered at once. Run inside a transaction.
 pub async fn join_waitlist(
@@ -22,7 +33,7 @@ pub async fn join_waitlist(
     req: &JoinRequest,
     limits: Limits,
     now: DateTime<Utc>,
-) -> Result<WaitlistEntry, BookingError> {
+) -> Result<Joined, BookingError> {
     let errors = validate_range(req.start, req.end, now, limits);
     if !errors.is_empty() {
         return Err(BookingError::Validation(errors));
@@ -39,10 +50,15 @@ pub async fn join_waitlist(
     if req.quantity > resource.capacity {
         return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
     }
+    // Under the resource lock a concurrent join of the same range has committed or not
+    // started, so this read sees it; the unique index stands behind it regardless.
+    if let Some(existing) = existing_entry(tx, who, req, now).await? {
+        return Ok(Joined::Existing(existing));
+    }
     // Whoever was already waiting gets the lapsed capacity before this newcomer.
     let lapsed = reservations::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;
     on_freed(tx, &resource, &lapsed, now).await?;
-    let entry = waitlist::insert(
+    let inserted = waitlist::insert(
         tx,
         &waitlist::NewEntry {
             id: Uuid::now_v7(),
@@ -55,8 +71,25 @@ pub async fn join_waitlist(
         },
     )
     .await?;
+    let Some(entry) = inserted else {
+        let existing = existing_entry(tx, who, req, now).await?;
+        return existing.map(Joined::Existing).ok_or(BookingError::WaitlistEntryNotFound);
+    };
     hand_over(tx, &resource, req.start, req.end, now).await?;
-    waitlist::get(tx, entry.id, now).await?.ok_or(BookingError::WaitlistEntryNotFound)
+    Ok(Joined::New(waitlist::get(tx, entry.id, now).await?.ok_or(BookingError::WaitlistEntryNotFound)?))
+}
+
+/// The principal's waiting or offered entry for exactly the requested range.
+async fn existing_entry(
+    tx: &impl GenericClient,
+    who: &Principal,
+    req: &JoinRequest,
+    now: DateTime<Utc>,
+) -> Result<Option<WaitlistEntry>, BookingError> {
+    match waitlist::active_for_range(tx, req.resource_id, &who.id, (req.start, req.end)).await? {
+        Some(id) => Ok(waitlist::get(tx, id, now).await?),
+        None => Ok(None),
+    }
 }
 
 /// Reads an entry; others' entries are not found, except for admins.

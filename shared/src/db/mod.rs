@@ -70,6 +70,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("upstream_views::STORE", upstream_views::STORE),
     ("upstream_views::GIVE_BACK", upstream_views::GIVE_BACK),
     ("waitlist::INSERT", waitlist::INSERT),
+    ("waitlist::ACTIVE_FOR_RANGE", waitlist::ACTIVE_FOR_RANGE),
     ("waitlist::GET", waitlist::GET),
     ("waitlist::LOCK", waitlist::LOCK),
     ("waitlist::RESOURCE_OF", waitlist::RESOURCE_OF),

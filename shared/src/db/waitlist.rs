@@ -46,15 +46,24 @@ macro_rules! without_position {
     };
 }
 
+/// A new waiting entry, or no row when the principal already has an active entry for
+/// the same range (`waitlist_entries_one_per_range_key`).
 pub const INSERT: &str = concat!(
     r#"
     INSERT INTO waitlist_entries AS w
         (id, resource_id, owner, starts_at, ends_at, quantity, status, created_at, updated_at)
     VALUES ($1, $2, $3, $4, $5, $6, 'WAITING', $7, $7)
+    ON CONFLICT (resource_id, owner, starts_at, ends_at) WHERE status IN ('WAITING', 'OFFERED') DO NOTHING
     RETURNING "#,
     columns!(),
     without_position!()
 );
+
+/// The principal's active (waiting or offered) entry for exactly this range, if any.
+pub const ACTIVE_FOR_RANGE: &str = r#"
+    SELECT id FROM waitlist_entries
+    WHERE resource_id = $1 AND owner = $2 AND starts_at = $3 AND ends_at = $4
+      AND status IN ('WAITING', 'OFFERED')"#;
 
 /// An entry with its FIFO position (while waiting) and whether its offer has lapsed
 /// unswept (`$2` is now).
@@ -170,10 +179,22 @@ pub struct NewEntry<'a> {
     pub now: DateTime<Utc>,
 }
 
-pub async fn insert(c: &impl GenericClient, e: &NewEntry<'_>) -> Result<WaitlistEntry, DbError> {
+/// The new entry, or `None` when the owner already has an active one for the range.
+pub async fn insert(c: &impl GenericClient, e: &NewEntry<'_>) -> Result<Option<WaitlistEntry>, DbError> {
     let stmt = c.prepare_cached(INSERT).await?;
-    let row = c.query_one(&stmt, &[&e.id, &e.resource_id, &e.owner, &e.start, &e.end, &e.quantity, &e.now]).await?;
-    from_row(&row)
+    let row = c.query_opt(&stmt, &[&e.id, &e.resource_id, &e.owner, &e.start, &e.end, &e.quantity, &e.now]).await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// The id of `owner`'s waiting or offered entry for exactly `[start, end)`, if any.
+pub async fn active_for_range(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    owner: &str,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<Option<Uuid>, DbError> {
+    let stmt = c.prepare_cached(ACTIVE_FOR_RANGE).await?;
+    Ok(c.query_opt(&stmt, &[&resource_id, &owner, &start, &end]).await?.map(|row| row.try_get(0)).transpose()?)
 }
 
 pub async fn get(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<Option<WaitlistEntry>, DbError> {

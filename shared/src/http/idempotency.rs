@@ -67,6 +67,7 @@ fn stored_reply(status: u16, headers: &serde_json::Value, body: Vec<u8>) -> Repl
         location: headers.get("location").and_then(|v| v.as_str()).map(String::from),
         retry_after: None,
         allow: None,
+        www_authenticate: None,
     }
 }
 
@@ -109,7 +110,7 @@ pub async fn run_idempotent(
         let in_flight = match idempotency::claim(&tx, &k, fp, Uuid::new_v4(), lease(state, now), CLAIM_WAIT).await {
             Ok(true) => {
                 let op = op.take().expect("the request runs once: it returns right after");
-                return run_claimed(state, &k, fp, tx, op).await;
+                return run_claimed(state, &k, fp, req.uri().path(), tx, op).await;
             }
             Ok(false) => false,
             Err(e) if e.sql_state() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => true,
@@ -152,6 +153,7 @@ async fn run_claimed(
     state: &AppState,
     k: &KeyRef<'_>,
     fp: &[u8],
+    instance: &str,
     tx: Transaction<'_>,
     op: impl AsyncFnOnce(&Transaction<'_>) -> Result<Reply, ApiError>,
 ) -> Result<Response<Body>, ApiError> {
@@ -166,7 +168,7 @@ async fn run_claimed(
         }
         Err(e) if e.is_final() => {
             tx.rollback().await?;
-            let reply = e.into_reply();
+            let reply = e.into_reply_at(instance);
             let stored = (reply.status.as_u16(), &stored_headers(&reply), reply.body.as_slice());
             let now = state.clock.now();
             idempotency::store_failure(&state.pool.get().await?, k, fp, stored, lease(state, now)).await?;

@@ -1,10 +1,11 @@
 //! The adapter between `lambda_http` and the booking operations.
 //!
 //! A handler is `async fn(&AppState, Request) -> Response<Body>`: it matches its route,
-//! authenticates, parses a strict body, runs an operation (inside the idempotency
+//! authenticates, reads a strict body ([`fields`]), runs an operation (inside the idempotency
 //! guard for mutations) and answers. Every expected failure is an [`ApiError`] value,
 //! turned into problem JSON in exactly one place ([`ApiError::into_reply`]).
 
+pub mod fields;
 mod idempotency;
 mod problem;
 mod request;
@@ -12,9 +13,9 @@ mod routes;
 
 pub use idempotency::{fingerprint, run_idempotent};
 pub use lambda_http::{Body, Request, Response};
-pub use problem::{ApiError, PROBLEM_BASE};
+pub use problem::{ApiError, PROBLEM_BASE, PROBLEM_TYPES, ProblemType, problem_type};
 pub use request::{JsonBody, Rfc3339, json_body, principal, query_param};
-pub use routes::{Function, Matched, Op, ROUTES, RouteSpec, route, route_for};
+pub use routes::{Function, Matched, Op, ROUTES, RouteSpec, methods_of, route, route_for};
 
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
@@ -24,6 +25,7 @@ use tracing::Instrument;
 
 pub const JSON: &str = "application/json";
 pub const PROBLEM_JSON: &str = "application/problem+json";
+pub const HTML: &str = "text/html; charset=utf-8";
 
 /// A response as data: what handlers produce and what idempotency records store.
 #[derive(Debug, Clone)]
@@ -34,6 +36,8 @@ pub struct Reply {
     pub location: Option<String>,
     pub retry_after: Option<u64>,
     pub allow: Option<String>,
+    /// The challenge of a 401.
+    pub www_authenticate: Option<&'static str>,
 }
 
 impl Reply {
@@ -45,7 +49,13 @@ impl Reply {
             location: None,
             retry_after: None,
             allow: None,
+            www_authenticate: None,
         }
+    }
+
+    /// A page for a person to read.
+    pub fn html(status: StatusCode, page: String) -> Reply {
+        Reply { content_type: HTML, body: page.into_bytes(), ..Reply::json(status, &()) }
     }
 
     pub fn with_location(mut self, location: String) -> Reply {
@@ -63,6 +73,9 @@ impl Reply {
         }
         if let Some(allow) = self.allow {
             builder = builder.header(header::ALLOW, allow);
+        }
+        if let Some(challenge) = self.www_authenticate {
+            builder = builder.header(header::WWW_AUTHENTICATE, challenge);
         }
         builder.body(Body::Binary(self.body)).unwrap_or_else(|_| {
             // Only reachable with a malformed header value, which the fields above rule out.
@@ -100,8 +113,9 @@ pub async fn respond(req: &Request, work: impl Future<Output = Result<Response<B
     record_subject(&span, req.uri().path());
     let response = match work.instrument(span.clone()).await {
         Ok(response) => response,
-        Err(e) => span.in_scope(|| e.into_reply().into_response()),
+        Err(e) => span.in_scope(|| e.into_reply_at(req.uri().path()).into_response()),
     };
+    let response = if req.method() == http::Method::HEAD { without_body(response) } else { response };
     if let Some(location) = response.headers().get(header::LOCATION).and_then(|v| v.to_str().ok()) {
         record_subject(&span, location);
     }
@@ -109,6 +123,17 @@ pub async fn respond(req: &Request, work: impl Future<Output = Result<Response<B
         tracing::info!(status = response.status().as_u16(), ms = started.elapsed().as_millis() as u64, "request")
     });
     response
+}
+
+/// The answer to a `HEAD`: the `GET`'s status and headers, its body's length in
+/// `Content-Length`, and no body.
+pub fn without_body(response: Response<Body>) -> Response<Body> {
+    let (mut parts, body) = response.into_parts();
+    let length = body.as_ref().len();
+    if length > 0 || !parts.headers.contains_key(header::CONTENT_LENGTH) {
+        parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    Response::from_parts(parts, Body::Empty)
 }
 
 /// Records the id in a path such as `/v1/reservations/{id}/confirm` under its kind.

@@ -2,22 +2,232 @@
 
 use super::{PROBLEM_JSON, Reply};
 use crate::booking::BookingError;
+use crate::config::AuthMode;
 use crate::db::DbError;
 use crate::domain::FieldError;
 use http::StatusCode;
 use serde::Serialize;
 
-/// Problem `type`s are this base plus the slug.
-pub const PROBLEM_BASE: &str = "https://reservations.example.com/problems/";
+/// Problem `type`s are this base plus the slug: a relative URI reference (RFC 9457
+/// §3.1.1), which resolves against the API's own origin to the page that describes
+/// the problem, `GET /v1/problems/{slug}`. Relative, because the origin is the
+/// deployment's (an API Gateway URL, a custom domain, the dev server's port) and no
+/// build knows it; an absolute base would name a host that serves nothing.
+pub const PROBLEM_BASE: &str = "/v1/problems/";
+
+/// The challenge of a 401 (RFC 6750): what a deployed client sends is a bearer token.
+const JWT_CHALLENGE: &str = r#"Bearer realm="reservations""#;
+/// Header identity mode keeps the scheme a deployed client will use, and says in the
+/// standard parameters what this server reads instead.
+const HEADER_CHALLENGE: &str = r#"Bearer realm="reservations", error="invalid_request", error_description="send the principal in the X-Principal header""#;
+
+/// A problem type as its page describes it (`GET /v1/problems/{slug}`).
+#[derive(Debug)]
+pub struct ProblemType {
+    pub slug: &'static str,
+    pub status: u16,
+    pub title: &'static str,
+    /// What happened and what a client does about it.
+    pub description: &'static str,
+}
+
+/// Every problem type this API answers, in status order.
+pub const PROBLEM_TYPES: &[ProblemType] = &[
+    ProblemType {
+        slug: "validation-error",
+        status: 400,
+        title: "The request is not valid",
+        description: "A field of the body, a query parameter or the Idempotency-Key header is missing or not acceptable. `errors` lists every one, each with its field and a message; fix them all and send the request again.",
+    },
+    ProblemType {
+        slug: "bad-request",
+        status: 400,
+        title: "Bad request",
+        description: "The HTTP layer could not read the request: a malformed request line, header or chunked body, or a body that did not arrive in time.",
+    },
+    ProblemType {
+        slug: "unauthenticated",
+        status: 401,
+        title: "Authentication required",
+        description: "The request carries no valid principal: a bearer token in AWS, the X-Principal header with the dev server. The WWW-Authenticate header says which.",
+    },
+    ProblemType {
+        slug: "forbidden",
+        status: 403,
+        title: "Forbidden",
+        description: "The operation is for admins, and the principal is not one.",
+    },
+    ProblemType {
+        slug: "not-found",
+        status: 404,
+        title: "Not found",
+        description: "No route matches the request's path.",
+    },
+    ProblemType {
+        slug: "resource-not-found",
+        status: 404,
+        title: "Resource not found",
+        description: "No resource has this id.",
+    },
+    ProblemType {
+        slug: "reservation-not-found",
+        status: 404,
+        title: "Reservation not found",
+        description: "No reservation with this id is visible to the principal: it does not exist, or it is another principal's.",
+    },
+    ProblemType {
+        slug: "waitlist-entry-not-found",
+        status: 404,
+        title: "Waitlist entry not found",
+        description: "No waitlist entry with this id is visible to the principal: it does not exist, or it is another principal's.",
+    },
+    ProblemType {
+        slug: "problem-type-not-found",
+        status: 404,
+        title: "Problem type not found",
+        description: "No problem type of this API has this slug.",
+    },
+    ProblemType {
+        slug: "method-not-allowed",
+        status: 405,
+        title: "Method not allowed",
+        description: "The path exists, but not with this method. The Allow header lists the methods it takes.",
+    },
+    ProblemType {
+        slug: "slot-unavailable",
+        status: 409,
+        title: "Slot unavailable",
+        description: "The requested capacity is taken for some part of the range. Choose another range or quantity, or join the waitlist. Under an idempotency key this answer is replayed; a new attempt needs a new key.",
+    },
+    ProblemType {
+        slug: "reservation-not-held",
+        status: 409,
+        title: "Reservation not held",
+        description: "The reservation is no longer a hold (it expired, was released or is already settled), so it cannot be confirmed.",
+    },
+    ProblemType {
+        slug: "reservation-in-flight",
+        status: 409,
+        title: "Reservation in flight",
+        description: "The reservation is being confirmed with the external system of record. Read it again, or retry, once it settles.",
+    },
+    ProblemType {
+        slug: "resource-archived",
+        status: 409,
+        title: "Resource archived",
+        description: "The resource is archived: it takes no new holds, waitlist entries, moves or capacity changes. Its bookings stay readable and can still be cancelled.",
+    },
+    ProblemType {
+        slug: "reschedule-not-supported",
+        status: 409,
+        title: "Reschedule not supported",
+        description: "Bookings of an upstream resource cannot be moved: the system of record has no move, and a cancel plus a new booking could lose the seat. Cancel and book again, or change only the metadata.",
+    },
+    ProblemType {
+        slug: "capacity-in-use",
+        status: 409,
+        title: "Capacity in use",
+        description: "Some instant from now on holds more than the requested capacity; nothing changed. Move or cancel bookings first, or choose a capacity at least as large as `detail` names.",
+    },
+    ProblemType {
+        slug: "idempotency-key-in-progress",
+        status: 409,
+        title: "Request in progress",
+        description: "A request with this Idempotency-Key is still running. Retry after the Retry-After seconds with the same key to get its answer.",
+    },
+    ProblemType {
+        slug: "payload-too-large",
+        status: 413,
+        title: "Payload too large",
+        description: "Request bodies may be at most 64 KiB.",
+    },
+    ProblemType {
+        slug: "uri-too-long",
+        status: 414,
+        title: "URI too long",
+        description: "The request's URI is too long.",
+    },
+    ProblemType {
+        slug: "unsupported-media-type",
+        status: 415,
+        title: "Unsupported media type",
+        description: "A request body must be sent as application/json.",
+    },
+    ProblemType {
+        slug: "idempotency-key-reused",
+        status: 422,
+        title: "Idempotency key reused",
+        description: "This Idempotency-Key was used by the same principal for a different request (another body or path). Use a new key for a new request.",
+    },
+    ProblemType {
+        slug: "request-header-fields-too-large",
+        status: 431,
+        title: "Request header fields too large",
+        description: "The request's headers are too many or too large.",
+    },
+    ProblemType {
+        slug: "internal-error",
+        status: 500,
+        title: "Internal error",
+        description: "An unexpected error occurred. Nothing about it is shown to the client; the service logs it.",
+    },
+    ProblemType {
+        slug: "upstream-unavailable",
+        status: 503,
+        title: "System of record unavailable",
+        description: "The external system of record of an upstream resource cannot be reached right now. Retry after the Retry-After seconds.",
+    },
+    ProblemType {
+        slug: "database-unavailable",
+        status: 503,
+        title: "Service unavailable",
+        description: "The database is briefly unreachable or busy, and the request changed nothing. Retry after the Retry-After seconds.",
+    },
+];
+
+impl ProblemType {
+    /// The page a problem's `type` leads to: what a person reading a problem needs.
+    /// The text is this file's own, so nothing in it needs escaping beyond the
+    /// backticks that mark code.
+    pub fn page(&self) -> String {
+        let code = |s: &str| {
+            let mut out = String::new();
+            for (i, part) in s.split('`').enumerate() {
+                out.push_str(if i % 2 == 1 { "<code>" } else { "" });
+                out.push_str(part);
+                out.push_str(if i % 2 == 1 { "</code>" } else { "" });
+            }
+            out
+        };
+        format!(
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>{title} ({slug})</title></head>\n\
+             <body>\n<h1 id=\"{slug}\">{title}</h1>\n<p>Problem type <code>{base}{slug}</code>, answered with HTTP \
+             status {status}.</p>\n<p>{description}</p>\n</body>\n</html>\n",
+            title = self.title,
+            slug = self.slug,
+            base = PROBLEM_BASE,
+            status = self.status,
+            description = code(self.description),
+        )
+    }
+}
+
+/// The problem type of a slug.
+pub fn problem_type(slug: &str) -> Option<&'static ProblemType> {
+    PROBLEM_TYPES.iter().find(|t| t.slug == slug)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    /// No principal; the identity mode decides the `WWW-Authenticate` challenge.
     #[error("no principal")]
-    Unauthenticated,
+    Unauthenticated(AuthMode),
     #[error("admin only")]
     Forbidden,
     #[error("no such route")]
     RouteNotFound,
+    #[error("no such problem type")]
+    ProblemTypeNotFound,
     #[error("method not allowed")]
     MethodNotAllowed { allow: String },
     #[error("invalid request")]
@@ -81,9 +291,10 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::Validation(_) | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden => StatusCode::FORBIDDEN,
             ApiError::RouteNotFound
+            | ApiError::ProblemTypeNotFound
             | ApiError::ResourceNotFound
             | ApiError::ReservationNotFound
             | ApiError::WaitlistEntryNotFound => StatusCode::NOT_FOUND,
@@ -112,11 +323,14 @@ impl ApiError {
             ApiError::Validation(_) => {
                 ("validation-error", "The request is not valid", "See errors for each field.".into())
             }
-            ApiError::Unauthenticated => {
+            ApiError::Unauthenticated(_) => {
                 ("unauthenticated", "Authentication required", "The request carries no valid principal.".into())
             }
             ApiError::Forbidden => ("forbidden", "Forbidden", "This operation is for admins.".into()),
             ApiError::RouteNotFound => ("not-found", "Not found", "No route matches this path.".into()),
+            ApiError::ProblemTypeNotFound => {
+                ("problem-type-not-found", "Problem type not found", "No problem type has this slug.".into())
+            }
             ApiError::MethodNotAllowed { allow } => {
                 ("method-not-allowed", "Method not allowed", format!("This path allows {allow}."))
             }
@@ -196,9 +410,21 @@ impl ApiError {
         }
     }
 
+    /// The problem answer to a request for `instance` (its path, which the problem's
+    /// `instance` member names).
+    pub fn into_reply_at(self, instance: &str) -> Reply {
+        self.reply(Some(instance))
+    }
+
+    /// The problem answer where the request's path is unknown (a request line hyper
+    /// could not parse): without `instance`.
+    pub fn into_reply(self) -> Reply {
+        self.reply(None)
+    }
+
     /// The one place an error becomes a response. 5xx causes are logged with their
     /// whole chain here and never shown to the client.
-    pub fn into_reply(self) -> Reply {
+    fn reply(self, instance: Option<&str>) -> Reply {
         let status = self.status();
         if status.is_server_error() {
             let mut chain = String::new();
@@ -221,13 +447,16 @@ impl ApiError {
             status: u16,
             detail: String,
             #[serde(skip_serializing_if = "Option::is_none")]
+            instance: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
             errors: Option<&'a [FieldError]>,
         }
         let errors = match &self {
             ApiError::Validation(errors) => Some(errors.as_slice()),
             _ => None,
         };
-        let problem = Problem { kind: format!("{PROBLEM_BASE}{slug}"), title, status: status.as_u16(), detail, errors };
+        let kind = format!("{PROBLEM_BASE}{slug}");
+        let problem = Problem { kind, title, status: status.as_u16(), detail, instance, errors };
         let mut reply = Reply::json(status, &problem);
         reply.content_type = PROBLEM_JSON;
         reply.retry_after = match &self {
@@ -235,6 +464,11 @@ impl ApiError {
                 Some(*retry_after)
             }
             ApiError::DatabaseUnavailable(_) | ApiError::DatabaseBusy(_) => Some(1),
+            _ => None,
+        };
+        reply.www_authenticate = match &self {
+            ApiError::Unauthenticated(AuthMode::Jwt) => Some(JWT_CHALLENGE),
+            ApiError::Unauthenticated(AuthMode::Header) => Some(HEADER_CHALLENGE),
             _ => None,
         };
         if let ApiError::MethodNotAllowed { allow } = self {
@@ -328,6 +562,50 @@ mod tests {
         assert!(body["type"].as_str().unwrap().ends_with("/problems/bad-request"));
         assert_eq!(body["detail"], "The request body is malformed.");
         assert!(body.get("errors").is_none());
+    }
+
+    #[test]
+    fn every_problem_answered_is_described_on_its_page_with_its_status_and_title() {
+        let errors = [
+            ApiError::Validation(vec![]),
+            ApiError::BadRequest("x"),
+            ApiError::Unauthenticated(AuthMode::Jwt),
+            ApiError::Forbidden,
+            ApiError::RouteNotFound,
+            ApiError::ProblemTypeNotFound,
+            ApiError::MethodNotAllowed { allow: "GET".into() },
+            ApiError::PayloadTooLarge,
+            ApiError::UriTooLong,
+            ApiError::HeadersTooLarge,
+            ApiError::UnsupportedMediaType,
+            ApiError::ResourceNotFound,
+            ApiError::ReservationNotFound,
+            ApiError::WaitlistEntryNotFound,
+            ApiError::SlotUnavailable,
+            ApiError::ReservationNotHeld { status: "EXPIRED" },
+            ApiError::ReservationInFlight,
+            ApiError::IdempotencyKeyInProgress { retry_after: 1 },
+            ApiError::IdempotencyKeyReused,
+            ApiError::UpstreamUnavailable { retry_after: 1 },
+            ApiError::DatabaseUnavailable(DbError::Unavailable("x".into())),
+            ApiError::Internal("x".into()),
+        ];
+        for e in errors {
+            let (reply, body) = problem(e);
+            let slug = body["type"].as_str().unwrap().strip_prefix(PROBLEM_BASE).unwrap().to_string();
+            let page = problem_type(&slug).unwrap_or_else(|| panic!("{slug} has a page"));
+            assert_eq!((page.status, page.title), (reply.status.as_u16(), body["title"].as_str().unwrap()), "{slug}");
+        }
+    }
+
+    #[test]
+    fn a_problem_names_its_request_as_instance_and_a_401_challenges() {
+        let reply = ApiError::Unauthenticated(AuthMode::Jwt).into_reply_at("/v1/reservations");
+        let body: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(body["instance"], "/v1/reservations");
+        assert_eq!(reply.www_authenticate, Some(r#"Bearer realm="reservations""#));
+        let reply = ApiError::Unauthenticated(AuthMode::Header).into_reply();
+        assert!(reply.www_authenticate.unwrap().starts_with(r#"Bearer realm="reservations", error="invalid_request""#));
     }
 
     #[test]

@@ -1,14 +1,14 @@
-//! Reading a request: who asks, a strict JSON body, query parameters.
+//! Reading a request: who asks, a strict JSON body (read with [`super::fields`]),
+//! query parameters.
 
 use super::ApiError;
+use super::fields::{Fields, ParseError, parse_object, read_object};
 use crate::config::{AuthMode, Config};
-use crate::domain::{FieldError, Principal};
+use crate::domain::Principal;
 use chrono::{DateTime, Timelike, Utc};
 use http::header;
 use lambda_http::request::RequestContext;
 use lambda_http::{Request, RequestExt};
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer};
 
 pub const MAX_BODY: usize = 64 * 1024;
 const ADMIN_SCOPE: &str = "reservations/admin";
@@ -22,48 +22,58 @@ pub fn principal(req: &Request, config: &Config) -> Result<Principal, ApiError> 
 }
 
 fn identify(req: &Request, config: &Config) -> Result<Principal, ApiError> {
+    let unauthenticated = || ApiError::Unauthenticated(config.auth_mode);
     match config.auth_mode {
         AuthMode::Jwt => {
             let Some(RequestContext::ApiGatewayV2(ctx)) = req.request_context_ref() else {
-                return Err(ApiError::Unauthenticated);
+                return Err(unauthenticated());
             };
-            let jwt = ctx.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).ok_or(ApiError::Unauthenticated)?;
-            let sub = jwt.claims.get("sub").filter(|s| !s.is_empty()).ok_or(ApiError::Unauthenticated)?;
+            let jwt = ctx.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).ok_or_else(unauthenticated)?;
+            let sub = jwt.claims.get("sub").filter(|s| !s.is_empty()).ok_or_else(unauthenticated)?;
             let admin = jwt.claims.get("scope").is_some_and(|s| s.split(' ').any(|x| x == ADMIN_SCOPE))
                 || jwt.scopes.as_ref().is_some_and(|s| s.iter().any(|x| x == ADMIN_SCOPE));
             Ok(Principal { id: sub.clone(), admin })
         }
         AuthMode::Header => {
-            let raw = req.headers().get("x-principal").ok_or(ApiError::Unauthenticated)?;
-            let id = raw.to_str().map_err(|_| ApiError::Unauthenticated)?;
+            let raw = req.headers().get("x-principal").ok_or_else(unauthenticated)?;
+            let id = raw.to_str().map_err(|_| unauthenticated())?;
             let valid =
                 (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._@:-".contains(&b));
             if !valid {
-                return Err(ApiError::Unauthenticated);
+                return Err(unauthenticated());
             }
             Ok(Principal { id: id.to_string(), admin: config.is_admin(id) })
         }
     }
 }
 
-/// A parsed body and its canonical form (keys sorted, no whitespace), which is what
-/// an idempotency fingerprint covers: reordering fields is the same request.
-pub struct JsonBody<T> {
-    pub value: T,
+/// A request's JSON object and its canonical form (keys sorted, no whitespace), which
+/// is what an idempotency fingerprint covers: reordering fields is the same request.
+/// Its fields are read with [`JsonBody::read`] (see [`super::fields`]).
+pub struct JsonBody {
+    pub object: serde_json::Map<String, serde_json::Value>,
     pub canonical: Vec<u8>,
 }
 
-/// Parses a strict JSON object body. `empty_ok` lets a route take no body as `{}`.
-pub fn json_body<T: DeserializeOwned>(req: &Request, empty_ok: bool) -> Result<JsonBody<T>, ApiError> {
+impl JsonBody {
+    /// Reads the object's fields: the value `read` builds, or every bad field at once.
+    pub fn read<T>(&self, read: impl FnOnce(&mut Fields<'_>) -> Option<T>) -> Result<T, ApiError> {
+        read_object(&self.object, read)
+    }
+}
+
+/// Reads a JSON object body. `empty_ok` lets a route take no body as `{}`. A key given
+/// twice is a 400 naming it, not the last one silently winning.
+pub fn json_body(req: &Request, empty_ok: bool) -> Result<JsonBody, ApiError> {
     let bytes: &[u8] = req.body().as_ref();
     if bytes.len() > MAX_BODY {
         return Err(ApiError::PayloadTooLarge);
     }
-    let value: serde_json::Value = if bytes.iter().all(u8::is_ascii_whitespace) {
+    let object = if bytes.iter().all(u8::is_ascii_whitespace) {
         if !empty_ok {
             return Err(ApiError::validation("body", "is required"));
         }
-        serde_json::Value::Object(Default::default())
+        serde_json::Map::new()
     } else {
         let is_json = req
             .headers()
@@ -74,28 +84,10 @@ pub fn json_body<T: DeserializeOwned>(req: &Request, empty_ok: bool) -> Result<J
         if !is_json {
             return Err(ApiError::UnsupportedMediaType);
         }
-        serde_json::from_slice(bytes)
-            .map_err(|e| ApiError::validation("body", format!("is not valid JSON: {}", strip_position(&e))))?
+        parse_object(bytes).map_err(ParseError::into_api_error)?
     };
-    if !value.is_object() {
-        return Err(ApiError::validation("body", "must be a JSON object"));
-    }
-    let canonical = serde_json::to_vec(&value).expect("a JSON value always serializes");
-    let parsed = serde_path_to_error::deserialize(&value).map_err(|e| {
-        let path = e.path().to_string();
-        let field = if path == "." { "body".to_string() } else { path };
-        ApiError::Validation(vec![FieldError::new(field, strip_position(e.inner()))])
-    })?;
-    Ok(JsonBody { value: parsed, canonical })
-}
-
-/// serde_json appends " at line 1 column 7"; the field name says more to a client.
-fn strip_position(e: &serde_json::Error) -> String {
-    let s = e.to_string();
-    match s.rfind(" at line ") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
+    let canonical = serde_json::to_vec(&object).expect("a JSON object always serializes");
+    Ok(JsonBody { object, canonical })
 }
 
 /// A query parameter, percent-decoded. A literal `+` stays a `+` (it is the offset
@@ -143,13 +135,6 @@ impl Rfc3339 {
         let t = t.with_timezone(&Utc);
         let micros = t.timestamp_subsec_nanos() / 1_000 * 1_000;
         Ok(Rfc3339(t.with_nanosecond(micros).unwrap_or(t)))
-    }
-}
-
-impl<'de> Deserialize<'de> for Rfc3339 {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Rfc3339::parse(&s).map_err(serde::de::Error::custom)
     }
 }
 

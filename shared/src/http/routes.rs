@@ -27,6 +27,7 @@ impl Function {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     Health,
+    GetProblem,
     CreateResource,
     GetResource,
     UpdateResource,
@@ -53,6 +54,7 @@ pub struct RouteSpec {
 
 pub const ROUTES: &[RouteSpec] = &[
     RouteSpec { method: "GET", path: "/v1/health", op: Op::Health, function: Function::Availability },
+    RouteSpec { method: "GET", path: "/v1/problems/{id}", op: Op::GetProblem, function: Function::Availability },
     RouteSpec { method: "POST", path: "/v1/resources", op: Op::CreateResource, function: Function::Admin },
     RouteSpec { method: "GET", path: "/v1/resources/{id}", op: Op::GetResource, function: Function::Admin },
     RouteSpec { method: "PATCH", path: "/v1/resources/{id}", op: Op::UpdateResource, function: Function::Admin },
@@ -127,21 +129,35 @@ fn matches<'a>(template: &str, path: &'a str) -> Option<Option<&'a str>> {
 }
 
 /// Finds the route for a request: 404 `not-found` when no path matches, 405 when the
-/// path exists with other methods.
+/// path exists with other methods. `HEAD` is served by every `GET` route (its answer
+/// without the body, see [`super::without_body`]); the table lists only the `GET`.
 pub fn route<'a>(method: &Method, path: &'a str) -> Result<Matched<'a>, ApiError> {
-    let mut allowed: Vec<&'static str> = Vec::new();
+    let wanted = if method == Method::HEAD { "GET" } else { method.as_str() };
     for spec in ROUTES {
-        if let Some(id) = matches(spec.path, path) {
-            if spec.method == method.as_str() {
-                return Ok(Matched { spec, id });
-            }
-            allowed.push(spec.method);
+        if spec.method == wanted
+            && let Some(id) = matches(spec.path, path)
+        {
+            return Ok(Matched { spec, id });
         }
     }
+    let allowed = methods_of(path);
     if allowed.is_empty() {
         return Err(ApiError::RouteNotFound);
     }
     Err(ApiError::MethodNotAllowed { allow: allowed.join(", ") })
+}
+
+/// The methods a path takes, in table order, `HEAD` right after `GET`; empty for a
+/// path that is no route's.
+pub fn methods_of(path: &str) -> Vec<&'static str> {
+    let mut methods = Vec::new();
+    for spec in ROUTES.iter().filter(|spec| matches(spec.path, path).is_some()) {
+        methods.push(spec.method);
+        if spec.method == "GET" {
+            methods.push("HEAD");
+        }
+    }
+    methods
 }
 
 /// The route of a request, if `function` owns it. A function deployed behind a route
@@ -168,6 +184,15 @@ mod tests {
     }
 
     #[test]
+    fn head_is_served_by_the_get_route_of_the_path() {
+        let m = route(&Method::HEAD, "/v1/waitlist/x").unwrap();
+        assert_eq!((m.spec.method, m.spec.op), ("GET", Op::GetWaitlistEntry));
+        assert!(matches!(route(&Method::HEAD, "/v1/reservations"), Err(ApiError::MethodNotAllowed { .. })));
+        assert_eq!(methods_of("/v1/resources/x"), ["GET", "HEAD", "PATCH", "DELETE"]);
+        assert!(methods_of("/v1/nothing").is_empty());
+    }
+
+    #[test]
     fn a_path_id_is_handed_over_raw() {
         let m = route(&Method::GET, "/v1/reservations/not-a-uuid").unwrap();
         assert_eq!(m.spec.op, Op::GetReservation);
@@ -181,7 +206,7 @@ mod tests {
         assert!(matches!(route(&Method::GET, "/v1/reservations/"), Err(ApiError::RouteNotFound)));
         assert!(matches!(
             route(&Method::PUT, "/v1/reservations/x"),
-            Err(ApiError::MethodNotAllowed { allow }) if allow == "GET, PATCH, DELETE"
+            Err(ApiError::MethodNotAllowed { allow }) if allow == "GET, HEAD, PATCH, DELETE"
         ));
         assert!(
             matches!(route(&Method::GET, "/v1/reservations"), Err(ApiError::MethodNotAllowed { allow }) if allow == "POST")

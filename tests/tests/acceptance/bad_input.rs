@@ -455,3 +455,52 @@ async fn what_the_http_layer_refuses_is_a_problem_document_too() {
     let (status, _) = send(app.get("alice", "/v1/health")).await;
     assert_eq!(status, StatusCode::OK);
 }
+
+/// The words of serde and of the uuid crate, which are not this API's.
+const FOREIGN_WORDS: [&str; 4] = ["expected", "invalid type", "UUID parsing failed", "unknown field"];
+
+#[tokio::test]
+async fn every_bad_field_of_a_body_is_reported_at_once_in_plain_words() {
+    let app = TestApp::spawn().await;
+    let (_, e) = hours(10, 11);
+    let body = json!({"resource_id": "room-1", "start": 20270315, "end": e, "quantity": "two"});
+    let (status, p) = send(app.post("alice", "/v1/reservations", &body)).await;
+    assert_eq!((status, slug(&p)), (StatusCode::BAD_REQUEST, "validation-error"));
+    let errors = p["errors"].as_array().unwrap();
+    let fields: Vec<&str> = errors.iter().map(|e| e["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["resource_id", "start", "quantity"], "{p}");
+    for e in errors {
+        let message = e["message"].as_str().unwrap();
+        assert!(message.starts_with("must "), "{message}");
+        assert!(!FOREIGN_WORDS.iter().any(|w| message.contains(w)), "{message}");
+    }
+
+    let (_, p) =
+        send(app.post("admin", "/v1/resources", &json!({"capacity": 0, "colour": "red", "authority": 1}))).await;
+    let fields: Vec<&str> = p["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["name", "capacity", "authority", "colour"], "{p}");
+    assert!(!FOREIGN_WORDS.iter().any(|w| p.to_string().contains(w)), "{p}");
+}
+
+#[tokio::test]
+async fn a_body_that_gives_a_key_twice_is_refused_naming_the_key() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(2).await;
+    let (s, e) = hours(10, 11);
+    let body = format!(r#"{{"resource_id":"{room}","start":"{s}","end":"{e}","quantity":1,"quantity":2}}"#);
+    let resp = app
+        .http
+        .post(app.url("/v1/reservations"))
+        .header("x-principal", "alice")
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let p: Value = resp.json().await.unwrap();
+    assert_eq!(slug(&p), "validation-error");
+    assert_eq!(p["errors"], json!([{"field": "quantity", "message": "is given more than once"}]));
+    let held: i64 = app.db().await.query_one("SELECT count(*) FROM reservations", &[]).await.unwrap().get(0);
+    assert_eq!(held, 0);
+}

@@ -314,3 +314,29 @@ async fn a_malformed_key_is_a_validation_error() {
     }
     assert_eq!(rows(&app, room).await, 0);
 }
+
+#[tokio::test]
+async fn a_retried_resource_create_with_the_same_key_makes_one_resource_and_replays_it() {
+    let app = TestApp::spawn().await;
+    let body = json!({"name": "Room 7", "capacity": 3});
+    let create = || app.post("admin", "/v1/resources", &body).header("idempotency-key", "room-7").send();
+    let first = create().await.unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    assert_eq!(first.headers()["idempotency-replayed"], "false");
+    let location = first.headers()["location"].to_str().unwrap().to_string();
+    let first: Value = first.json().await.unwrap();
+
+    let retry = create().await.unwrap();
+    assert_eq!(retry.status(), StatusCode::CREATED);
+    assert_eq!(retry.headers()["idempotency-replayed"], "true");
+    assert_eq!(retry.headers()["location"], location.as_str());
+    assert_eq!(retry.json::<Value>().await.unwrap(), first);
+
+    let count: i64 =
+        app.db().await.query_one("SELECT count(*) FROM resources WHERE name = 'Room 7'", &[]).await.unwrap().get(0);
+    assert_eq!(count, 1);
+    // Another body under the same key is refused, not a second resource.
+    let (status, p) =
+        send(app.post("admin", "/v1/resources", &json!({"name": "Room 8"})).header("idempotency-key", "room-7")).await;
+    assert_eq!((status, slug(&p)), (StatusCode::UNPROCESSABLE_ENTITY, "idempotency-key-reused"));
+}

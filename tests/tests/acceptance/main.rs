@@ -6,6 +6,7 @@
 mod bad_input;
 mod changes;
 mod concurrency;
+mod conventions;
 mod database_tls;
 mod event_fixtures;
 mod faults;

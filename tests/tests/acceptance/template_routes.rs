@@ -1,6 +1,8 @@
 //! template.yaml against the route table: the contract's routes (`shared::http::ROUTES`)
 //! and the `HttpApi` events of the SAM template must be the same set, each on the
-//! function whose cargo-lambda binary serves it. Runs without AWS, Docker or a database.
+//! function whose cargo-lambda binary serves it, and every `GET` route has its `HEAD`
+//! event beside it (an HTTP API routes `HEAD` only where a route names it). Runs without
+//! AWS, Docker or a database.
 
 use serde_yaml_ng::{Mapping, Value};
 use shared::http::ROUTES;
@@ -118,11 +120,27 @@ fn every_contract_route_is_wired_to_its_function() {
 }
 
 #[test]
+fn every_get_route_has_a_head_event_on_the_same_function_with_the_same_authorizer() {
+    let template = template();
+    let events = http_api_events(&template);
+    let authorizer = |e: &Event| e.properties.get("Auth").and_then(|a| a.get("Authorizer")).cloned();
+    for spec in ROUTES.iter().filter(|spec| spec.method == "GET") {
+        let get = events.iter().find(|e| e.method == "GET" && e.path == spec.path).expect("the GET event");
+        let heads: Vec<&Event> = events.iter().filter(|e| e.method == "HEAD" && e.path == spec.path).collect();
+        assert_eq!(heads.len(), 1, "HEAD {} must be exactly one HttpApi event in template.yaml", spec.path);
+        assert_eq!(heads[0].function, get.function, "HEAD {} is served by the function of its GET", spec.path);
+        assert_eq!(authorizer(heads[0]), authorizer(get), "HEAD {} is guarded as its GET is", spec.path);
+    }
+}
+
+#[test]
 fn no_http_api_event_of_the_template_is_missing_from_the_contract() {
     let template = template();
     for event in http_api_events(&template) {
+        // A HEAD event stands for the GET route of its path (shared::http::route).
+        let method = if event.method == "HEAD" { "GET" } else { event.method.as_str() };
         assert!(
-            ROUTES.iter().any(|spec| spec.method == event.method && spec.path == event.path),
+            ROUTES.iter().any(|spec| spec.method == method && spec.path == event.path),
             "{}.{} ({} {}) is not a route of shared::http::ROUTES",
             event.function,
             event.name,
@@ -149,8 +167,12 @@ fn every_route_is_served_through_the_one_http_api_with_payload_format_2() {
     }
 }
 
+/// The routes that answer without a token: health, and the problem pages that
+/// problem documents link to.
+const PUBLIC: [&str; 2] = ["/v1/health", "/v1/problems/{id}"];
+
 #[test]
-fn only_the_health_route_bypasses_the_jwt_authorizer() {
+fn only_the_health_route_and_the_problem_pages_bypass_the_jwt_authorizer() {
     let template = template();
     let api = resources(&template)
         .values()
@@ -167,8 +189,8 @@ fn only_the_health_route_bypasses_the_jwt_authorizer() {
 
     for event in http_api_events(&template) {
         let chosen = event.properties.get("Auth").and_then(|a| a.get("Authorizer")).and_then(Value::as_str);
-        if (event.method.as_str(), event.path.as_str()) == ("GET", "/v1/health") {
-            assert_eq!(chosen, Some("NONE"), "GET /v1/health answers without a token");
+        if ["GET", "HEAD"].contains(&event.method.as_str()) && PUBLIC.contains(&event.path.as_str()) {
+            assert_eq!(chosen, Some("NONE"), "{} {} answers without a token", event.method, event.path);
         } else {
             assert!(
                 chosen.is_none() || chosen == Some(default),
@@ -207,4 +229,43 @@ fn each_route_owner_is_a_template_function_built_from_its_own_workspace_binary()
             "{manifest} declares a binary named {name}"
         );
     }
+}
+
+#[test]
+fn the_http_api_answers_cors_for_the_origins_of_a_parameter_by_the_dev_servers_rules() {
+    let template = template();
+    let parameter = template.get("Parameters").and_then(|p| p.get("CorsAllowedOrigins")).expect("CorsAllowedOrigins");
+    assert_eq!(str_at(parameter, &["Type"]), Some("CommaDelimitedList"));
+    assert_eq!(str_at(parameter, &["Default"]), Some(""), "no CORS unless origins are given");
+    let api = resources(&template)
+        .values()
+        .find(|r| str_at(r, &["Type"]) == Some("AWS::Serverless::HttpApi"))
+        .expect("an HttpApi");
+    let Some(Value::Tagged(cors)) = api.get("Properties").and_then(|p| p.get("CorsConfiguration")) else {
+        panic!("CorsConfiguration is an !If on the parameter being empty");
+    };
+    assert_eq!(cors.tag, "If");
+    let branches = cors.value.as_sequence().expect("!If [condition, then, else]");
+    assert_eq!(branches[0].as_str(), Some("HasCors"));
+    let config = &branches[1];
+    assert_eq!(config.get("AllowOrigins").and_then(ref_target), Some("CorsAllowedOrigins"));
+    let list = |key: &str| -> Vec<String> {
+        config
+            .get(key)
+            .and_then(Value::as_sequence)
+            .expect(key)
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let lower = |s: &str| -> Vec<String> { s.split(", ").map(str::to_ascii_lowercase).collect() };
+    // In AWS the principal is a bearer token: no X-Principal.
+    assert_eq!(list("AllowHeaders"), lower(dev_server::cors::API_HEADERS));
+    assert_eq!(list("ExposeHeaders"), lower(dev_server::cors::EXPOSED));
+    assert_eq!(config.get("MaxAge").and_then(Value::as_u64), Some(dev_server::cors::MAX_AGE.into()));
+    let methods = list("AllowMethods");
+    for spec in ROUTES {
+        assert!(methods.contains(&spec.method.to_string()), "{} is allowed by CORS", spec.method);
+    }
+    assert!(methods.contains(&"HEAD".to_string()));
 }

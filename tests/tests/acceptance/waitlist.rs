@@ -307,3 +307,85 @@ async fn no_waitlist_path_ever_exceeds_the_capacity() {
         db.query_one("SELECT count(*) FROM reservations WHERE source = 'waitlist_offer'", &[]).await.unwrap().get(0);
     assert!(offers > 0, "the waitlist paths were exercised");
 }
+
+async fn join_answer(
+    app: &TestApp,
+    who: &str,
+    resource: Uuid,
+    from: i64,
+    to: i64,
+    quantity: i32,
+) -> (StatusCode, Value) {
+    let (s, e) = hours(from, to);
+    send(app.post(
+        who,
+        &format!("/v1/resources/{resource}/waitlist"),
+        &json!({"start": s, "end": e, "quantity": quantity}),
+    ))
+    .await
+}
+
+async fn active_entries(app: &TestApp, resource: Uuid, who: &str) -> i64 {
+    app.db()
+        .await
+        .query_one(
+            "SELECT count(*) FROM waitlist_entries WHERE resource_id = $1 AND owner = $2 \
+             AND status IN ('WAITING', 'OFFERED')",
+            &[&resource, &who],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn joining_again_for_the_same_range_answers_the_place_already_held() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    app.hold("alice", room, 10, 11).await;
+    let first = join(&app, "bob", room, 10, 11, 1).await;
+    let carol = join(&app, "carol", room, 10, 11, 1).await;
+
+    let (status, again) = join_answer(&app, "bob", room, 10, 11, 1).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!((&again["id"], &again["position"]), (&first["id"], &json!(1)), "the same place, not a new one");
+    assert_eq!(entry(&app, "carol", &carol).await["position"], 2, "nobody was pushed back");
+    assert_eq!(active_entries(&app, room, "bob").await, 1);
+
+    // Another range is another place; so is the same range once the first place is left.
+    let (status, other) = join_answer(&app, "bob", room, 11, 12, 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{other}");
+    send(app.delete("bob", &format!("/v1/waitlist/{}", first["id"].as_str().unwrap()))).await;
+    let (status, rejoined) = join_answer(&app, "bob", room, 10, 11, 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{rejoined}");
+    assert_ne!(rejoined["id"], first["id"]);
+    assert_eq!(rejoined["position"], 2, "a new place is at the end of the queue");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_identical_joins_without_a_key_make_one_entry() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    app.hold("alice", room, 10, 11).await;
+    let answers = futures::future::join_all((0..12).map(|_| join_answer(&app, "bob", room, 10, 11, 1))).await;
+    let created = answers.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
+    let found = answers.iter().filter(|(s, _)| *s == StatusCode::OK).count();
+    assert_eq!((created, found), (1, 11), "{answers:?}");
+    let ids: std::collections::BTreeSet<String> = answers.iter().map(|(_, b)| b["id"].to_string()).collect();
+    assert_eq!(ids.len(), 1, "every answer names the one entry: {ids:?}");
+    assert_eq!(active_entries(&app, room, "bob").await, 1);
+}
+
+#[tokio::test]
+async fn the_database_itself_refuses_a_second_active_entry_for_a_range() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    app.hold("alice", room, 10, 11).await;
+    join(&app, "bob", room, 10, 11, 1).await;
+    let (s, e) = hours(10, 11);
+    let insert = "INSERT INTO waitlist_entries (id, resource_id, owner, starts_at, ends_at, quantity, status, \
+                  created_at, updated_at) \
+                  VALUES ($1, $2, 'bob', $3::text::timestamptz, $4::text::timestamptz, 1, 'WAITING', now(), now())";
+    let refused = app.db().await.execute(insert, &[&Uuid::now_v7(), &room, &s, &e]).await.unwrap_err();
+    assert_eq!(refused.as_db_error().and_then(|d| d.constraint()), Some("waitlist_entries_one_per_range_key"));
+}
