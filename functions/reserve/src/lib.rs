@@ -79,11 +79,13 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 start: body.value.start.0,
                 end: body.value.end.0,
                 quantity: body.value.quantity,
+                auto_book: body.value.auto_book,
             };
             let limits = limits(state);
             let fingerprint = fingerprint(req, &body.canonical);
+            let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
             run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
-                let e = booking::join_waitlist(tx, &who, &input, limits, state.clock.now()).await?;
+                let e = booking::join_waitlist(tx, &who, &input, approval, limits, state.clock.now()).await?;
                 Ok(Reply::json(StatusCode::CREATED, &e).with_location(format!("/v1/waitlist/{}", e.id)))
             })
             .await
@@ -127,6 +129,8 @@ struct JoinWaitlist {
     end: Rfc3339,
     #[serde(default = "one")]
     quantity: i32,
+    #[serde(default)]
+    auto_book: bool,
 }
 
 fn one() -> i32 {
