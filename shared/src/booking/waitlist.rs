@@ -8,9 +8,7 @@ use super::handover::{hand_over, on_freed};
 use super::reserve::Approval;
 use super::{BookingError, invalid};
 use crate::db::{GenericClient, intents, reservations, resources, waitlist};
-use crate::domain::{
-    Authority, IntentState, Limits, Principal, Status, WaitlistEntry, WaitlistStatus, validate_range,
-};
+use crate::domain::{Authority, IntentState, Limits, Principal, Status, WaitlistEntry, WaitlistStatus, validate_range};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -68,8 +66,10 @@ pub async fn join_waitlist(
     )
     .await?;
     if req.auto_book {
-        let seat =
-            resource.upstream_ref.as_deref().ok_or(crate::db::DbError::Corrupt("upstream resource without a ref".into()))?;
+        let seat = resource
+            .upstream_ref
+            .as_deref()
+            .ok_or(crate::db::DbError::Corrupt("upstream resource without a ref".into()))?;
         intents::insert_wait_approval(tx, entry.id, approval.principal, approval.fingerprint, now).await?;
         intents::insert_wait(tx, Uuid::now_v7(), entry.id, seat, now).await?;
     }

@@ -86,7 +86,6 @@ pub const END_STARTED_WAITS: &str = r#"
     UPDATE waitlist_entries w SET status = 'EXPIRED', updated_at = $1
     FROM i WHERE w.id = i.waitlist_entry_id AND w.status = 'WAITING'"#;
 
-
 /// The worker's claim of one intent: only a `REQUESTED` one that is due, skipping a row
 /// another worker holds. Moving it to `RESERVING` may hit `intents_one_write_per_seat`
 /// (another write to the same seat is in flight): the caller then tries again later. A

@@ -84,7 +84,9 @@ pub async fn claim_due(
         .map(|r| {
             Ok(DueSeat {
                 resource_id: r.try_get(0)?,
-                seat: r.try_get::<_, Option<String>>(1)?.ok_or(DbError::Corrupt("upstream seat without a ref".into()))?,
+                seat: r
+                    .try_get::<_, Option<String>>(1)?
+                    .ok_or(DbError::Corrupt("upstream seat without a ref".into()))?,
                 idle_polls: r.try_get(2)?,
                 lease_until,
             })
