@@ -277,3 +277,18 @@ pub(super) async fn settle_wait(
     tracing::info!(intent_id = %claim.id, reservation_id = %r.id, state = resolution.state().as_str(), again, "wait settled");
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::backoff;
+    use chrono::Duration;
+
+    #[test]
+    fn a_seat_that_stays_taken_is_read_less_and_less_often_up_to_the_ceiling() {
+        let max = Duration::seconds(60);
+        let steps: Vec<i64> = (0..8).map(|idle| backoff(idle, max).num_seconds()).collect();
+        assert_eq!(steps, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(backoff(i32::MAX, max), max);
+        assert_eq!(backoff(-1, max), Duration::seconds(1));
+    }
+}
