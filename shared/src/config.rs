@@ -88,6 +88,9 @@ pub struct UpstreamConfig {
     /// How long a due `REQUESTED` intent may sit untouched before the sweeper queues a
     /// new message for it (its message was lost, or dead-lettered after its retries).
     pub intent_requeue_after: chrono::Duration,
+    /// The longest a seat with waiters goes unread while it stays taken: the poll's
+    /// backoff doubles from one second up to this.
+    pub wait_poll_max: chrono::Duration,
 }
 
 impl Config {
@@ -188,6 +191,7 @@ impl Config {
                 breaker_open: chrono::Duration::milliseconds(num("BREAKER_OPEN_MS", 5_000, 1, 3_600_000)?),
                 intent_lease: chrono::Duration::seconds(num("INTENT_LEASE_SECONDS", 60, 1, 3_600)?),
                 intent_requeue_after: chrono::Duration::seconds(num("INTENT_REQUEUE_AFTER_SECONDS", 300, 1, 86_400)?),
+                wait_poll_max: chrono::Duration::seconds(num("WAIT_POLL_MAX_SECONDS", 60, 1, 3_600)?),
             },
             cors_allowed_origins,
         })

@@ -6,7 +6,7 @@
 //!   behind `free` (`load`). No I/O, no Lambda types.
 //! - [`db`]: the pool, the embedded migrations, and one module of named SQL per table
 //!   (`resources`, `reservations`, `waitlist`, `idempotency`, `outbox`, `intents`,
-//!   `breakers`, `upstream_views`). The capacity rules themselves are SQL functions
+//!   `breakers`, `upstream_views`, `seat_polls`). The capacity rules themselves are SQL functions
 //!   (`reservation_load`, `reservation_insert_if_fits`, `reservation_hold`, migration
 //!   V7); the double-booking guard of capacity-1 resources is the exclusion constraint
 //!   of migration V1.
@@ -16,8 +16,9 @@
 //!   scheduled expiry and purges). The lock order is written in `booking`'s overview.
 //!   Each takes a client or a transaction and the current time, so a caller composes
 //!   them into one transaction and a test moves the clock.
-//! - [`intents`]: upstream writes as durable intents: the worker's steps (`worker`)
-//!   and the lease reaper and requeue (`reaper`).
+//! - [`intents`]: upstream writes as durable intents: the worker's steps (`worker`),
+//!   the lease reaper and requeue (`reaper`), and waits for upstream seats (`wait`:
+//!   the per-seat poll that books an `auto_book` waiter when the seat frees).
 //! - [`upstream`]: the system-of-record adapter, the shared circuit breaker
 //!   (`breaker`) and the shared single-flight read cache (`cache`).
 //! - [`outbox`]: the outbox relay (after commit and from the sweeper) to SQS, with

@@ -13,7 +13,12 @@
 //!    readers for a while, and how many reached the upstream (target >= 500:1);
 //! 3. **outage**: the upstream failing every call, 25 requests a second for 10 s:
 //!    calls that reached it, how many while the breaker was open (target 0), and how
-//!    fast the refusals were.
+//!    fast the refusals were;
+//! 4. **waits**: 1,000 `auto_book` waiters on one seat someone else holds upstream,
+//!    polled as the sweeper does (every 15 s) for one simulated hour: upstream reads per
+//!    waiter-hour; then free events one after another (the seat freed upstream, two
+//!    pollers at once): upstream POSTs per free event (target 1) and whether the
+//!    winners came in FIFO order.
 //!
 //! ```text
 //! cargo run -p bench --release --bin upstream-bench [-- --quick]
@@ -24,6 +29,7 @@ use acceptance::upstream_mock::MockUpstream;
 use acceptance::{Options, TestApp, hours};
 use bench::stats::{ms, percentile};
 use futures::future::join_all;
+use futures::{StreamExt, stream};
 use serde_json::{Value, json};
 use shared::upstream::{SystemOfRecord, UpstreamError};
 use std::sync::Arc;
@@ -259,8 +265,119 @@ async fn main() {
         ms(pct(latencies.clone(), 95.0)),
         ms(pct(latencies, 99.0))
     );
+    upstream.with(|s| s.down = false);
+    let waits_ok = waits(&upstream, quick).await;
     println!("\ntargets: 100 -> 1 POST: {}", if burst_ok { "PASS" } else { "FAIL" });
-    if !burst_ok {
+    println!("         1 POST per free event, FIFO: {}", if waits_ok { "PASS" } else { "FAIL" });
+    if !burst_ok || !waits_ok {
         std::process::exit(1);
     }
+}
+
+/// 4. waits: reads per waiter-hour while a seat stays taken, POSTs per free event.
+async fn waits(upstream: &MockUpstream, quick: bool) -> bool {
+    use shared::Clock;
+    let waiters = if quick { 200 } else { 1000 };
+    let events = if quick { 3 } else { 5 };
+    let clock = Arc::new(shared::clock::ManualClock::new(chrono::Utc::now()));
+    let app = TestApp::spawn_with(Options {
+        upstream: Some(upstream.base.clone()),
+        clock: clock.clone(),
+        ..Default::default()
+    })
+    .await;
+    let seat = app.resource_with(json!({"name": "Seat W", "authority": "upstream", "upstream_ref": "seat-w"})).await;
+    let block = (acceptance::day() + chrono::Duration::hours(10), acceptance::day() + chrono::Duration::hours(11));
+    upstream.with(|s| s.foreign.insert("seat-w".into(), vec![block]));
+    let (s, e) = hours(10, 11);
+    let joined = Instant::now();
+    stream::iter((0..waiters).map(|i| {
+        app.post(
+            &format!("w{i}"),
+            &format!("/v1/resources/{seat}/waitlist"),
+            &json!({"start": s, "end": e, "auto_book": true}),
+        )
+        .send()
+    }))
+    .buffer_unordered(32)
+    .for_each(|r| async move {
+        assert_eq!(r.unwrap().status(), 201);
+    })
+    .await;
+    let joined = joined.elapsed();
+    let sor = app.state.upstream.clone().expect("configured");
+    let poll = || shared::intents::wait::poll(&app.state, sor.as_ref(), 200);
+
+    // One simulated hour of sweeps, every 15 s, while the seat stays taken.
+    let sweep_every = chrono::Duration::seconds(15);
+    let (reads_before, posts_before) = upstream.with(|s| (s.availability_reads, s.posts));
+    let started = clock.now();
+    let mut poll_time = Duration::ZERO;
+    while clock.now() - started < chrono::Duration::hours(1) {
+        let t0 = Instant::now();
+        poll().await.unwrap();
+        poll_time += t0.elapsed();
+        clock.advance(sweep_every);
+    }
+    let reads = upstream.with(|s| s.availability_reads) - reads_before;
+    let polls = 3600 / sweep_every.num_seconds();
+
+    // Free events: the seat frees upstream; two pollers at once; the winner then gives
+    // it back (its cancel deletes the charge), which is the next free event.
+    let fifo: Vec<String> = app
+        .db()
+        .await
+        .query("SELECT owner FROM waitlist_entries WHERE resource_id = $1 ORDER BY seq", &[&seat])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    upstream.with(|s| s.foreign.remove("seat-w"));
+    let mut event_posts = Vec::new();
+    let mut winners = Vec::new();
+    for _ in 0..events {
+        clock.advance(sweep_every * 5);
+        let before = upstream.with(|s| s.posts);
+        join_all((0..2).map(|_| poll())).await;
+        event_posts.push(upstream.with(|s| s.posts) - before);
+        let won = app
+            .db()
+            .await
+            .query_opt(
+                "SELECT w.owner, w.reservation_id FROM waitlist_entries w \
+                 WHERE w.resource_id = $1 AND w.status = 'ACCEPTED' AND w.reservation_id IN \
+                   (SELECT id FROM reservations WHERE status = 'CONFIRMED')",
+                &[&seat],
+            )
+            .await
+            .unwrap();
+        let Some(won) = won else { break };
+        let (owner, booking): (String, uuid::Uuid) = (won.get(0), won.get(1));
+        let resp = app.delete(&owner, &format!("/v1/reservations/{booking}")).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        for m in app.take_intent_messages().await {
+            let id = shared::outbox::IntentMessage::from_envelope(&m).unwrap().intent_id;
+            shared::intents::process(&app.state, sor.as_ref(), id).await.unwrap();
+        }
+        winners.push(owner);
+    }
+    let total_posts = upstream.with(|s| s.posts) - posts_before;
+    let fifo_ok = winners.len() == events && winners[..] == fifo[..events];
+    println!(
+        "\n4. waits: {waiters} auto_book waiters on one seat held upstream by someone else (joined in {})",
+        ms(joined)
+    );
+    println!(
+        "  one simulated hour, a poll every {} s: {reads} upstream reads ({:.4} per waiter-hour; {polls} per waiter-hour if each waiter read the seat at every sweep), poll {} each",
+        sweep_every.num_seconds(),
+        reads as f64 / waiters as f64,
+        ms(poll_time / polls as u32)
+    );
+    println!(
+        "  {events} free events, two pollers at once: POSTs per event {event_posts:?} ({:.2} per free event), {total_posts} POSTs in all; winners in FIFO order: {}",
+        event_posts.iter().sum::<u64>() as f64 / events as f64,
+        if fifo_ok { "yes" } else { "NO" }
+    );
+    fifo_ok && event_posts.iter().all(|p| *p == 1) && total_posts == events as u64
 }

@@ -98,11 +98,13 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let input = body.read(|f| join_waitlist_body(f, resource_id))?;
             let limits = state.config.limits();
             let fingerprint = fingerprint(req, &body.canonical);
+            let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
             run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
-                let (status, e) = match booking::join_waitlist(tx, &who, &input, limits, state.clock.now()).await? {
-                    Joined::New(e) => (StatusCode::CREATED, e),
-                    Joined::Existing(e) => (StatusCode::OK, e),
-                };
+                let (status, e) =
+                    match booking::join_waitlist(tx, &who, &input, approval, limits, state.clock.now()).await? {
+                        Joined::New(e) => (StatusCode::CREATED, e),
+                        Joined::Existing(e) => (StatusCode::OK, e),
+                    };
                 Ok(Reply::json(status, &e).with_location(format!("/v1/waitlist/{}", e.id)))
             })
             .await
@@ -151,7 +153,8 @@ fn join_waitlist_body(f: &mut Fields<'_>, resource_id: Uuid) -> Option<JoinReque
     let start = f.required("start", fields::timestamp);
     let end = f.required("end", fields::timestamp);
     let quantity = f.optional("quantity", fields::integer(1, i32::MAX)).unwrap_or(1);
-    Some(JoinRequest { resource_id, start: start?.0, end: end?.0, quantity })
+    let auto_book = f.optional("auto_book", fields::boolean).unwrap_or(false);
+    Some(JoinRequest { resource_id, start: start?.0, end: end?.0, quantity, auto_book })
 }
 
 #[cfg(test)]

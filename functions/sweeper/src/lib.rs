@@ -1,7 +1,9 @@
 //! The `sweeper` function, run by an EventBridge schedule (every minute in AWS, every
 //! `SWEEP_INTERVAL_SECONDS` in the dev server): expires lapsed holds and offers and
-//! hands their capacity to the waitlist, expires waiting entries whose range has
-//! passed, settles upstream intents whose worker lease lapsed (the lease reaper: by the
+//! hands their capacity to the waitlist, ends waits for upstream seats whose range has
+//! started and polls the upstream seats that have waiters (`shared::intents::wait`:
+//! one cached read per seat, a booking or an offer when it shows free), expires
+//! waiting entries whose range has passed, settles upstream intents whose worker lease lapsed (the lease reaper: by the
 //! current-charge read, never by replaying the write), queues a new message for due
 //! intents whose message was lost or dead-lettered, relays unpublished outbox rows
 //! (events to the events queue, intent messages to the intents queue), and purges
@@ -20,6 +22,10 @@ use std::time::Duration;
 pub struct SweepReport {
     pub expiry: Option<ExpiryReport>,
     pub waiting_expired: Option<u64>,
+    /// Waits for upstream seats that ended because their range started.
+    pub waits_ended: Option<u64>,
+    /// The poll of upstream seats with waiters.
+    pub waits: Option<shared::intents::wait::WaitReport>,
     pub reaper: Option<shared::intents::ReaperReport>,
     /// Due intents whose message was lost or dead-lettered, queued again.
     pub intents_requeued: Option<u64>,
@@ -48,6 +54,11 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
     let clock = state.clock.as_ref();
     let mut report = SweepReport::default();
     report.expiry = note(&mut report, "expiry", sweep::expire_lapsed(&state.pool, clock, bounds).await);
+    let ended = shared::intents::wait::end_started(state, bounds.batch, clock.now()).await;
+    report.waits_ended = note(&mut report, "waits_ended", ended);
+    if let Some(upstream) = state.upstream.as_deref() {
+        report.waits = note(&mut report, "waits", shared::intents::wait::poll(state, upstream, bounds.batch).await);
+    }
     let waiting = sweep::expire_passed_waiting(&state.pool, clock, bounds).await;
     report.waiting_expired = note(&mut report, "waiting", waiting).map(|(n, _)| n);
     if let Some(upstream) = state.upstream.as_deref() {
@@ -71,11 +82,15 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
     let lag_seconds = lag.map_or(0.0, |t| (clock.now() - t).num_milliseconds().max(0) as f64 / 1000.0);
     let expiry = report.expiry.clone().unwrap_or_default();
     let reaper = report.reaper.clone().unwrap_or_default();
+    let waits = report.waits.clone().unwrap_or_default();
     let events = report.events.clone().unwrap_or_default();
     shared::metrics::emit(&[
         ("Expired", expiry.expired as f64, "Count"),
         ("Offers", expiry.offers as f64, "Count"),
         ("WaitingExpired", report.waiting_expired.unwrap_or(0) as f64, "Count"),
+        ("WaitsEnded", report.waits_ended.unwrap_or(0) as f64, "Count"),
+        ("WaitSeatsRead", waits.seats_read as f64, "Count"),
+        ("WaitWrites", waits.writes as f64, "Count"),
         ("IntentsReaped", reaper.reaped as f64, "Count"),
         ("IntentsRequeued", report.intents_requeued.unwrap_or(0) as f64, "Count"),
         ("EventsPublished", events.published as f64, "Count"),

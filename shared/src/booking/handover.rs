@@ -15,12 +15,20 @@
 //! against the load read once per page, so that a long queue of entries that do not
 //! fit costs two reads a page, not a write each; the conditional insert still decides.
 //!
+//! On an upstream resource the system of record decides whether the seat is free, and
+//! no transaction may ask it: freed capacity there only asks for a poll of the seat
+//! (`seat_polls`), and the poller (`intents::wait`) makes the offer, or books an
+//! `auto_book` wait, once the upstream shows the seat free.
+//!
 //! Offers go through the same conditional insert as every reservation, so no waitlist
 //! path can exceed the capacity. That insert writes down the lapsed holds it overlaps
 //! first; what it expired on the way is handed over in turn, until nothing is left.
 
-use crate::db::{DbError, GenericClient, reservations, waitlist};
-use crate::domain::{Claim, Metadata, Reservation, Resource, Source, Status, WaitlistStatus, free_pieces, peak_load};
+use crate::db::{DbError, GenericClient, reservations, seat_polls, waitlist};
+use crate::domain::{
+    Authority, Claim, Metadata, Reservation, Resource, Source, Status, WaitlistEntry, WaitlistStatus, free_pieces,
+    peak_load,
+};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
@@ -52,6 +60,10 @@ pub async fn hand_over(
 ) -> Result<u64, DbError> {
     if resource.archived_at.is_some() {
         // An archived resource makes no new holds, offers included.
+        return Ok(0);
+    }
+    if resource.authority == Authority::Upstream {
+        seat_polls::schedule(tx, resource.id, now).await?;
         return Ok(0);
     }
     let mut offered = 0;
@@ -131,28 +143,9 @@ async fn offer_range(
             if peak_load(entry.start, entry.end, &claims) + quantity > capacity {
                 continue;
             }
-            let inserted = reservations::insert_if_fits(
-                tx,
-                &reservations::NewReservation {
-                    id: Uuid::now_v7(),
-                    resource_id: resource.id,
-                    resource_capacity: resource.capacity,
-                    owner: &entry.owner,
-                    start: entry.start,
-                    end: entry.end,
-                    quantity: entry.quantity,
-                    status: Status::Held,
-                    expires_at: Some(now + Duration::seconds(resource.offer_ttl_seconds.into())),
-                    source: Source::WaitlistOffer,
-                    metadata: &Metadata::new(),
-                    acted_by: None,
-                    now,
-                },
-            )
-            .await?;
+            let inserted = offer(tx, resource, entry, now).await?;
             step.expired.extend(inserted.expired);
             if let Some(offer) = inserted.reservation {
-                waitlist::mark_offered(tx, entry.id, offer.id, now).await?;
                 claims.push(offer.claim());
                 step.offered += 1;
             }
@@ -162,4 +155,38 @@ async fn offer_range(
         }
     }
     Ok(step)
+}
+
+/// Offers `entry` its range, if it fits: a `HELD` reservation in its owner's name,
+/// through the conditional insert, and the entry `OFFERED`. Call under the resource
+/// lock; the holds the insert expired on the way are the caller's to hand over.
+pub(crate) async fn offer(
+    tx: &impl GenericClient,
+    resource: &Resource,
+    entry: &WaitlistEntry,
+    now: DateTime<Utc>,
+) -> Result<reservations::Inserted, DbError> {
+    let inserted = reservations::insert_if_fits(
+        tx,
+        &reservations::NewReservation {
+            id: Uuid::now_v7(),
+            resource_id: resource.id,
+            resource_capacity: resource.capacity,
+            owner: &entry.owner,
+            start: entry.start,
+            end: entry.end,
+            quantity: entry.quantity,
+            status: Status::Held,
+            expires_at: Some(now + Duration::seconds(resource.offer_ttl_seconds.into())),
+            source: Source::WaitlistOffer,
+            metadata: &Metadata::new(),
+            acted_by: None,
+            now,
+        },
+    )
+    .await?;
+    if let Some(offer) = &inserted.reservation {
+        waitlist::mark_offered(tx, entry.id, offer.id, now).await?;
+    }
+    Ok(inserted)
 }

@@ -5,7 +5,8 @@
 //! # The lock order
 //!
 //! One order for the whole codebase: **the resource row, then its intents, then
-//! reservation rows, then waitlist entries.** A path may skip a level (a confirm locks
+//! reservation rows, then waitlist entries** (and last a seat's poll schedule,
+//! `seat_polls`, which a path touches after everything else or alone). A path may skip a level (a confirm locks
 //! only its reservation, then settles its entry) but never goes back up one. Every
 //! path that changes a resource's load takes the resource lock first, so those paths
 //! serialize per resource and never deadlock; paths on different resources never
@@ -22,10 +23,12 @@ mod reserve;
 mod resources;
 pub mod sweep;
 mod waitlist;
+pub mod waits;
 
 pub use availability::{Availability, Taken, TakenStatus, availability, check_window, get_reservation};
 pub use confirm::{Confirmed, confirm};
 pub use handover::{hand_over, on_freed};
+pub(crate) use release::request_cancel;
 pub use release::{Released, release};
 pub use reschedule::{Change, Rescheduled, reschedule};
 pub use reserve::{Approval, ReserveRequest, Reserved, reserve};

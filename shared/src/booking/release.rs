@@ -60,7 +60,11 @@ pub struct Released {
 
 /// Records the upstream cancel of a confirmed booking in the caller's transaction: the
 /// cancel intent and its message. `false` when nothing was written upstream for it.
-async fn request_cancel(tx: &impl GenericClient, reservation_id: Uuid, now: DateTime<Utc>) -> Result<bool, DbError> {
+pub(crate) async fn request_cancel(
+    tx: &impl GenericClient,
+    reservation_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<bool, DbError> {
     let Some(id) = intents::insert_cancel(tx, Uuid::now_v7(), reservation_id, now).await? else {
         return Ok(false);
     };

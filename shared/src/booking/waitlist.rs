@@ -1,9 +1,14 @@
 //! Joining, reading and leaving a resource's waitlist.
+//!
+//! On an upstream resource an entry may ask to be booked by itself (`auto_book`): the
+//! join is then the consent to the upstream write (an approval, as a confirm records),
+//! and a wait intent waits for the seat (`intents::wait` serves it).
 
 use super::handover::{hand_over, on_freed};
+use super::reserve::Approval;
 use super::{BookingError, invalid};
-use crate::db::{GenericClient, reservations, resources, waitlist};
-use crate::domain::{Limits, Principal, Status, WaitlistEntry, WaitlistStatus, validate_range};
+use crate::db::{GenericClient, intents, reservations, resources, waitlist};
+use crate::domain::{Authority, IntentState, Limits, Principal, Status, WaitlistEntry, WaitlistStatus, validate_range};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -12,6 +17,8 @@ pub struct JoinRequest {
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub quantity: i32,
+    /// Book the seat when the upstream shows it free, without an offer to confirm.
+    pub auto_book: bool,
 }
 
 /// What joining the queue did.
@@ -26,11 +33,13 @@ pub enum Joined {
 }
 
 /// Joins the queue; if the capacity is free now (and nobody ahead wants it), the entry
-/// is offered at once. Run inside a transaction.
+/// is offered at once (on an upstream resource: once the upstream shows it free). Run
+/// inside a transaction. `approval` is recorded for an `auto_book` entry.
 pub async fn join_waitlist(
     tx: &impl GenericClient,
     who: &Principal,
     req: &JoinRequest,
+    approval: Approval<'_>,
     limits: Limits,
     now: DateTime<Utc>,
 ) -> Result<Joined, BookingError> {
@@ -50,6 +59,9 @@ pub async fn join_waitlist(
     if req.quantity > resource.capacity {
         return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
     }
+    if req.auto_book && resource.authority != Authority::Upstream {
+        return Err(invalid("auto_book", "is only for resources whose authority is upstream"));
+    }
     // Under the resource lock a concurrent join of the same range has committed or not
     // started, so this read sees it; the unique index stands behind it regardless.
     if let Some(existing) = existing_entry(tx, who, req, now).await? {
@@ -67,6 +79,7 @@ pub async fn join_waitlist(
             start: req.start,
             end: req.end,
             quantity: req.quantity,
+            auto_book: req.auto_book,
             now,
         },
     )
@@ -75,6 +88,14 @@ pub async fn join_waitlist(
         let existing = existing_entry(tx, who, req, now).await?;
         return existing.map(Joined::Existing).ok_or(BookingError::WaitlistEntryNotFound);
     };
+    if req.auto_book {
+        let seat = resource
+            .upstream_ref
+            .as_deref()
+            .ok_or(crate::db::DbError::Corrupt("upstream resource without a ref".into()))?;
+        intents::insert_wait_approval(tx, entry.id, approval.principal, approval.fingerprint, now).await?;
+        intents::insert_wait(tx, Uuid::now_v7(), entry.id, seat, now).await?;
+    }
     hand_over(tx, &resource, req.start, req.end, now).await?;
     Ok(Joined::New(waitlist::get(tx, entry.id, now).await?.ok_or(BookingError::WaitlistEntryNotFound)?))
 }
@@ -107,8 +128,9 @@ pub async fn get_entry(
 
 /// Leaves the queue (or, for an admin, removes anyone's entry). An offered entry's hold
 /// is released and passed on to the next waiter; an accepted entry stays accepted (its
-/// booking is cancelled through the reservation). Leaving again answers the entry as
-/// it is.
+/// booking is cancelled through the reservation). A wait ends at once, unless its write
+/// is in flight: then the write settles first, and the wait ends after it (a booking it
+/// won is cancelled through a cancel intent). Leaving again answers the entry as it is.
 pub async fn leave_waitlist(
     tx: &impl GenericClient,
     who: &Principal,
@@ -120,10 +142,24 @@ pub async fn leave_waitlist(
     // the unlocked read names the reservation to lock before the entry.
     let resource_id = waitlist::resource_of(tx, id).await?.ok_or(BookingError::WaitlistEntryNotFound)?;
     let resource = resources::lock(tx, resource_id).await?.ok_or(BookingError::WaitlistEntryNotFound)?;
-    let offer_id = match waitlist::get(tx, id, now).await? {
-        Some(e) if e.owner == who.id || who.admin => e.reservation_id,
+    let (offer_id, auto_book) = match waitlist::get(tx, id, now).await? {
+        Some(e) if e.owner == who.id || who.admin => (e.reservation_id, e.auto_book),
         _ => return Err(BookingError::WaitlistEntryNotFound),
     };
+    if auto_book {
+        // The lock order: the intent before the entry.
+        match intents::lock_wait(tx, id).await? {
+            Some((intent_id, IntentState::WaitingForSeat)) => {
+                intents::end_wait(tx, intent_id, "the waiter left", now).await?;
+                waitlist::set_status(tx, id, WaitlistStatus::Cancelled, now).await?;
+            }
+            Some((_, IntentState::Requested | IntentState::Reserving)) => {
+                waitlist::request_leave(tx, id, now).await?;
+            }
+            _ => {}
+        }
+        return waitlist::get(tx, id, now).await?.ok_or(BookingError::WaitlistEntryNotFound);
+    }
     let offer = match offer_id {
         Some(offer_id) => reservations::lock(tx, offer_id).await?,
         None => None,

@@ -11,15 +11,80 @@ pub const INSERT_APPROVAL: &str = "INSERT INTO approvals (id, reservation_id, pr
 pub const INSERT: &str = "INSERT INTO intents (id, reservation_id, kind, upstream_ref, state, not_before, created_at, \
        updated_at) VALUES ($1, $2, 'reserve', $3, 'REQUESTED', $4, $4, $4)";
 
-/// True for a reserve intent `q` queued after a cancel of the same seat that has not
+/// True for a reserve (or wait) intent `q` queued after a cancel of the same seat that has not
 /// finished: the charge that cancel deletes could still make the seat look taken.
 macro_rules! behind_a_cancel {
     () => {
-        "(q.kind = 'reserve' AND EXISTS ( \
+        "(q.kind IN ('reserve', 'wait') AND EXISTS ( \
            SELECT 1 FROM intents p WHERE p.upstream_ref = q.upstream_ref AND p.kind = 'cancel' \
              AND p.state IN ('REQUESTED', 'RESERVING') AND p.created_at < q.created_at))"
     };
 }
+
+/// A wait's consent: who joined, and the fingerprint of the request that joined.
+pub const INSERT_WAIT_APPROVAL: &str = "INSERT INTO approvals (id, waitlist_entry_id, principal, action, fingerprint, \
+       created_at) VALUES ($1, $2, $3, 'wait_for_seat', $4, $5)";
+
+/// A wait intent, waiting from the start: it has no reservation until the seat frees.
+pub const INSERT_WAIT: &str = "INSERT INTO intents (id, waitlist_entry_id, kind, upstream_ref, state, not_before, \
+       created_at, updated_at) VALUES ($1, $2, 'wait', $3, 'WAITING_FOR_SEAT', $4, $4, $4)";
+
+/// The claim of a wait whose seat shows free: `WAITING_FOR_SEAT -> RESERVING` under a
+/// lease, naming the reservation (`$2`) that the same transaction inserts next (the
+/// reference is checked at commit, migration V11). Skips a wait another transaction
+/// holds, one whose waiter is leaving, and one behind an unfinished cancel of its seat.
+/// A second write in flight to the seat hits `intents_one_write_per_seat`, as a confirm
+/// would. `$1` the entry, `$3`-`$4` the lease, `$5` now.
+pub const START_WAIT: &str = concat!(
+    r#"
+    WITH c AS (
+        SELECT q.id FROM intents q
+        WHERE q.waitlist_entry_id = $1 AND q.state = 'WAITING_FOR_SEAT' AND NOT "#,
+    behind_a_cancel!(),
+    r#"
+        FOR UPDATE SKIP LOCKED)
+    UPDATE intents i
+    SET state = 'RESERVING', reservation_id = $2, lease_owner = $3, locked_until = $4, attempts = i.attempts + 1,
+        updated_at = $5
+    FROM c, waitlist_entries w
+    WHERE i.id = c.id AND w.id = i.waitlist_entry_id AND i.state = 'WAITING_FOR_SEAT'
+      AND w.status = 'WAITING' AND w.leave_requested_at IS NULL
+    RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, w.resource_id, w.starts_at, w.ends_at,
+              i.kind, i.charge_id, i.waitlist_entry_id"#
+);
+
+/// A wait whose write lost (409, or an unknown outcome with no charge) goes back to
+/// waiting; fenced by the lease like [`FINISH`].
+pub const REWAIT: &str = "UPDATE intents SET state = 'WAITING_FOR_SEAT', lease_owner = NULL, locked_until = NULL, \
+     last_error = $3, updated_at = $4 WHERE id = $1 AND state = 'RESERVING' AND lease_owner = $2 \
+     RETURNING reservation_id";
+
+/// The wait intent of an entry, locked (the lock order: after the resource, before
+/// reservations and entries): its id and state.
+pub const LOCK_WAIT: &str = "SELECT id, state FROM intents WHERE waitlist_entry_id = $1 FOR UPDATE";
+
+/// Ends a wait that has not reached the write: the waiter left.
+pub const END_WAIT: &str = "UPDATE intents SET state = 'CANCELLED', last_error = $2, updated_at = $3 \
+     WHERE id = $1 AND state = 'WAITING_FOR_SEAT'";
+
+/// Waits whose range has started end by themselves, with their entries (`EXPIRED`):
+/// the intents are locked first (the lock order), skipping any another transaction
+/// holds, and a wait whose write is in flight settles first.
+pub const END_STARTED_WAITS: &str = r#"
+    WITH ended AS (
+        SELECT i.id, i.waitlist_entry_id FROM intents i
+        JOIN waitlist_entries w ON w.id = i.waitlist_entry_id
+        WHERE i.state = 'WAITING_FOR_SEAT' AND w.status = 'WAITING' AND w.starts_at <= $1
+        ORDER BY w.starts_at
+        LIMIT $2
+        FOR UPDATE OF i SKIP LOCKED
+    ), i AS (
+        UPDATE intents SET state = 'CANCELLED', last_error = 'range started', updated_at = $1
+        FROM ended WHERE intents.id = ended.id
+        RETURNING intents.waitlist_entry_id
+    )
+    UPDATE waitlist_entries w SET status = 'EXPIRED', updated_at = $1
+    FROM i WHERE w.id = i.waitlist_entry_id AND w.status = 'WAITING'"#;
 
 /// The worker's claim of one intent: only a `REQUESTED` one that is due, skipping a row
 /// another worker holds. Moving it to `RESERVING` may hit `intents_one_write_per_seat`
@@ -39,7 +104,7 @@ pub const CLAIM: &str = concat!(
     FROM c, reservations r
     WHERE i.id = c.id AND r.id = i.reservation_id AND i.state = 'REQUESTED'
     RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at,
-              i.kind, i.charge_id"#
+              i.kind, i.charge_id, i.waitlist_entry_id"#
 );
 
 /// Whether an intent that could not be claimed is waiting to be (not due yet, or a
@@ -67,14 +132,14 @@ pub const CLAIM_LAPSED: &str = "WITH c AS ( \
      UPDATE intents i SET lease_owner = $3, locked_until = $4, updated_at = $1 \
      FROM c, reservations r WHERE i.id = c.id AND r.id = i.reservation_id AND i.state = 'RESERVING' \
      RETURNING i.id, i.reservation_id, i.upstream_ref, i.attempts, r.resource_id, r.starts_at, r.ends_at, \
-       i.kind, i.charge_id";
+       i.kind, i.charge_id, i.waitlist_entry_id";
 
 /// The cancel of a confirmed booking's charge, from its succeeded reserve intent. No
 /// row when there is nothing upstream to cancel (the booking was never written there).
 pub const INSERT_CANCEL: &str = "INSERT INTO intents (id, reservation_id, kind, upstream_ref, state, charge_id, \
        not_before, created_at, updated_at) \
      SELECT $1, reservation_id, 'cancel', upstream_ref, 'REQUESTED', charge_id, $3, $3, $3 FROM intents \
-     WHERE reservation_id = $2 AND kind = 'reserve' AND state = 'SUCCEEDED' \
+     WHERE reservation_id = $2 AND kind IN ('reserve', 'wait') AND state = 'SUCCEEDED' \
      ON CONFLICT ON CONSTRAINT intents_reservation_kind_key DO NOTHING \
      RETURNING id";
 
@@ -108,6 +173,8 @@ pub struct Claimed {
     pub kind: Kind,
     /// The charge a cancel deletes.
     pub charge_id: Option<String>,
+    /// The waitlist entry of a wait.
+    pub waitlist_entry_id: Option<Uuid>,
     pub lease_owner: Uuid,
 }
 
@@ -122,6 +189,7 @@ fn claimed(row: &tokio_postgres::Row, lease_owner: Uuid) -> Result<Claimed, DbEr
         end: row.try_get(6)?,
         kind: row.try_get::<_, &str>(7)?.parse()?,
         charge_id: row.try_get(8)?,
+        waitlist_entry_id: row.try_get(9)?,
         lease_owner,
     })
 }
@@ -136,6 +204,82 @@ pub async fn insert_approval(
     let stmt = c.prepare_cached(INSERT_APPROVAL).await?;
     c.execute(&stmt, &[&Uuid::now_v7(), &reservation_id, &principal, &fingerprint, &now]).await?;
     Ok(())
+}
+
+pub async fn insert_wait_approval(
+    c: &impl GenericClient,
+    entry_id: Uuid,
+    principal: &str,
+    fingerprint: &[u8],
+    now: DateTime<Utc>,
+) -> Result<(), DbError> {
+    let stmt = c.prepare_cached(INSERT_WAIT_APPROVAL).await?;
+    c.execute(&stmt, &[&Uuid::now_v7(), &entry_id, &principal, &fingerprint, &now]).await?;
+    Ok(())
+}
+
+pub async fn insert_wait(
+    c: &impl GenericClient,
+    id: Uuid,
+    entry_id: Uuid,
+    seat: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbError> {
+    let stmt = c.prepare_cached(INSERT_WAIT).await?;
+    c.execute(&stmt, &[&id, &entry_id, &seat, &now]).await?;
+    Ok(())
+}
+
+/// See [`START_WAIT`]. Call under the resource lock, after
+/// [`defer_reservation_check`], and insert `reservation_id` next.
+pub async fn start_wait(
+    c: &impl GenericClient,
+    entry_id: Uuid,
+    reservation_id: Uuid,
+    lease_owner: Uuid,
+    lease_until: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Option<Claimed>, DbError> {
+    let stmt = c.prepare_cached(START_WAIT).await?;
+    match c.query_opt(&stmt, &[&entry_id, &reservation_id, &lease_owner, &lease_until, &now]).await?.as_ref() {
+        Some(row) => Ok(Some(claimed(row, lease_owner)?)),
+        None => Ok(None),
+    }
+}
+
+/// Lets a claim name a reservation the same transaction inserts after it.
+pub async fn defer_reservation_check(c: &impl GenericClient) -> Result<(), DbError> {
+    c.batch_execute("SET CONSTRAINTS intents_reservation_fkey DEFERRED").await?;
+    Ok(())
+}
+
+/// `None` when the lease is no longer ours.
+pub async fn rewait(
+    c: &impl GenericClient,
+    claim: &Claimed,
+    error: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<Uuid>, DbError> {
+    let stmt = c.prepare_cached(REWAIT).await?;
+    Ok(c.query_opt(&stmt, &[&claim.id, &claim.lease_owner, &error, &now]).await?.map(|r| r.try_get(0)).transpose()?)
+}
+
+/// The entry's wait intent, locked: its id and state.
+pub async fn lock_wait(c: &impl GenericClient, entry_id: Uuid) -> Result<Option<(Uuid, IntentState)>, DbError> {
+    let stmt = c.prepare_cached(LOCK_WAIT).await?;
+    let Some(row) = c.query_opt(&stmt, &[&entry_id]).await? else { return Ok(None) };
+    Ok(Some((row.try_get(0)?, row.try_get::<_, &str>(1)?.parse()?)))
+}
+
+pub async fn end_wait(c: &impl GenericClient, id: Uuid, reason: &str, now: DateTime<Utc>) -> Result<bool, DbError> {
+    let stmt = c.prepare_cached(END_WAIT).await?;
+    Ok(c.execute(&stmt, &[&id, &reason, &now]).await? == 1)
+}
+
+/// The number of waits (and entries) ended because their range started.
+pub async fn end_started_waits(c: &impl GenericClient, now: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
+    let stmt = c.prepare_cached(END_STARTED_WAITS).await?;
+    Ok(c.execute(&stmt, &[&now, &limit]).await?)
 }
 
 pub async fn insert(

@@ -9,6 +9,7 @@ pub mod intents;
 pub mod outbox;
 pub mod reservations;
 pub mod resources;
+pub mod seat_polls;
 pub mod upstream_views;
 pub mod waitlist;
 
@@ -38,6 +39,13 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("intents::POSTPONE", intents::POSTPONE),
     ("intents::FINISH", intents::FINISH),
     ("intents::STATE_OF", intents::STATE_OF),
+    ("intents::INSERT_WAIT_APPROVAL", intents::INSERT_WAIT_APPROVAL),
+    ("intents::INSERT_WAIT", intents::INSERT_WAIT),
+    ("intents::START_WAIT", intents::START_WAIT),
+    ("intents::REWAIT", intents::REWAIT),
+    ("intents::LOCK_WAIT", intents::LOCK_WAIT),
+    ("intents::END_WAIT", intents::END_WAIT),
+    ("intents::END_STARTED_WAITS", intents::END_STARTED_WAITS),
     ("outbox::CLAIM_DUE", outbox::CLAIM_DUE),
     ("outbox::MARK_PUBLISHED", outbox::MARK_PUBLISHED),
     ("outbox::MARK_FAILED", outbox::MARK_FAILED),
@@ -65,6 +73,11 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("resources::LOCK_FOR_CHANGE", resources::LOCK_FOR_CHANGE),
     ("resources::UPDATE_SETTINGS", resources::UPDATE_SETTINGS),
     ("resources::ARCHIVE", resources::ARCHIVE),
+    ("seat_polls::SCHEDULE", seat_polls::SCHEDULE),
+    ("seat_polls::DEFER", seat_polls::DEFER),
+    ("seat_polls::CLAIM_DUE", seat_polls::CLAIM_DUE),
+    ("seat_polls::RESCHEDULE", seat_polls::RESCHEDULE),
+    ("seat_polls::FORGET", seat_polls::FORGET),
     ("upstream_views::READ", upstream_views::READ),
     ("upstream_views::TAKE_REFRESH", upstream_views::TAKE_REFRESH),
     ("upstream_views::STORE", upstream_views::STORE),
@@ -80,6 +93,9 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("waitlist::SET_STATUS", waitlist::SET_STATUS),
     ("waitlist::CANCEL_WAITING_OF", waitlist::CANCEL_WAITING_OF),
     ("waitlist::EXPIRE_PASSED", waitlist::EXPIRE_PASSED),
+    ("waitlist::UPSTREAM_QUEUE", waitlist::UPSTREAM_QUEUE),
+    ("waitlist::ACCEPT_WAIT", waitlist::ACCEPT_WAIT),
+    ("waitlist::REQUEST_LEAVE", waitlist::REQUEST_LEAVE),
 ];
 
 use crate::config::{Config, ConfigError};

@@ -174,7 +174,7 @@ pub const GET: &str = r#"
            i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts,
            i.updated_at AS intent_updated_at
     FROM reservations r
-    LEFT JOIN intents i ON i.reservation_id = r.id AND i.kind = 'reserve'
+    LEFT JOIN intents i ON i.reservation_id = r.id AND i.kind IN ('reserve', 'wait')
     WHERE r.id = $1"#;
 
 pub const LOCK: &str = concat!("SELECT ", columns!(), " FROM reservations WHERE id = $1 FOR UPDATE");

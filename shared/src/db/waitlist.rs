@@ -1,7 +1,7 @@
 //! SQL for the `waitlist_entries` table.
 
 use super::{DbError, GenericClient};
-use crate::domain::{WaitlistEntry, WaitlistStatus};
+use crate::domain::{Intent, WaitlistEntry, WaitlistStatus};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -9,7 +9,7 @@ use uuid::Uuid;
 macro_rules! columns {
     () => {
         "w.id, w.resource_id, w.owner, w.starts_at, w.ends_at, w.quantity, w.status, w.seq, w.reservation_id, \
-         w.created_at, w.updated_at"
+         w.auto_book, w.leave_requested_at IS NOT NULL AS leave_requested, w.created_at, w.updated_at"
     };
 }
 
@@ -39,10 +39,12 @@ macro_rules! event_payload {
 }
 
 /// The columns every statement that answers entries returns besides the table's:
-/// the FIFO position and whether the offer has lapsed, which only [`GET`] computes.
+/// the FIFO position, whether the offer has lapsed and the wait intent, which only
+/// [`GET`] computes.
 macro_rules! without_position {
     () => {
-        ", NULL::bigint AS position, false AS offer_lapsed"
+        ", NULL::bigint AS position, false AS offer_lapsed, NULL::uuid AS intent_id, NULL::text AS intent_state, \
+         NULL::integer AS intent_attempts, NULL::timestamptz AS intent_updated_at"
     };
 }
 
@@ -51,8 +53,8 @@ macro_rules! without_position {
 pub const INSERT: &str = concat!(
     r#"
     INSERT INTO waitlist_entries AS w
-        (id, resource_id, owner, starts_at, ends_at, quantity, status, created_at, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $6, 'WAITING', $7, $7)
+        (id, resource_id, owner, starts_at, ends_at, quantity, status, auto_book, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, 'WAITING', $8, $7, $7)
     ON CONFLICT (resource_id, owner, starts_at, ends_at) WHERE status IN ('WAITING', 'OFFERED') DO NOTHING
     RETURNING "#,
     columns!(),
@@ -75,9 +77,11 @@ pub const GET: &str = concat!(
             SELECT count(*) FROM waitlist_entries x
             WHERE x.resource_id = w.resource_id AND x.status = 'WAITING' AND x.seq <= w.seq)
         END AS position,
-        (w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= $2) IS TRUE AS offer_lapsed
+        (w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= $2) IS TRUE AS offer_lapsed,
+        i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts, i.updated_at AS intent_updated_at
     FROM waitlist_entries w
     LEFT JOIN reservations r ON r.id = w.reservation_id
+    LEFT JOIN intents i ON i.waitlist_entry_id = w.id
     WHERE w.id = $1"#
 );
 
@@ -159,15 +163,38 @@ pub const SET_STATUS: &str = concat!(
 );
 
 /// The sweep's claim of waiting entries whose range has ended: nothing can be offered
-/// for them any more.
+/// for them any more. An `auto_book` wait ends earlier, with its intent, when its range
+/// starts (`intents::END_STARTED_WAITS`).
 pub const EXPIRE_PASSED: &str = r#"
     UPDATE waitlist_entries SET status = 'EXPIRED', updated_at = $1
     WHERE id IN (
         SELECT id FROM waitlist_entries
-        WHERE status = 'WAITING' AND ends_at <= $1
+        WHERE status = 'WAITING' AND ends_at <= $1 AND NOT auto_book
         ORDER BY ends_at LIMIT $2
         FOR UPDATE SKIP LOCKED)
       AND status = 'WAITING'"#;
+
+/// An upstream seat's queue as the poller serves it: its waiting entries in FIFO order
+/// (`$3` at most) whose range has not ended by `$2`, each with its wait intent, if any.
+pub const UPSTREAM_QUEUE: &str = concat!(
+    "SELECT ",
+    columns!(),
+    r#", NULL::bigint AS position, false AS offer_lapsed,
+        i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts, i.updated_at AS intent_updated_at
+    FROM waitlist_entries w
+    LEFT JOIN intents i ON i.waitlist_entry_id = w.id
+    WHERE w.resource_id = $1 AND w.status = 'WAITING' AND w.ends_at > $2
+    ORDER BY w.seq
+    LIMIT $3"#
+);
+
+/// A wait whose write succeeded: its entry is `ACCEPTED`, naming the booking.
+pub const ACCEPT_WAIT: &str = "UPDATE waitlist_entries SET status = 'ACCEPTED', reservation_id = $2, updated_at = $3 \
+     WHERE id = $1 AND status = 'WAITING'";
+
+/// The waiter left while a write of theirs was in flight.
+pub const REQUEST_LEAVE: &str = "UPDATE waitlist_entries SET leave_requested_at = $2, updated_at = $2 \
+     WHERE id = $1 AND status = 'WAITING' AND leave_requested_at IS NULL";
 
 pub struct NewEntry<'a> {
     pub id: Uuid,
@@ -176,13 +203,16 @@ pub struct NewEntry<'a> {
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub quantity: i32,
+    pub auto_book: bool,
     pub now: DateTime<Utc>,
 }
 
 /// The new entry, or `None` when the owner already has an active one for the range.
 pub async fn insert(c: &impl GenericClient, e: &NewEntry<'_>) -> Result<Option<WaitlistEntry>, DbError> {
     let stmt = c.prepare_cached(INSERT).await?;
-    let row = c.query_opt(&stmt, &[&e.id, &e.resource_id, &e.owner, &e.start, &e.end, &e.quantity, &e.now]).await?;
+    let row = c
+        .query_opt(&stmt, &[&e.id, &e.resource_id, &e.owner, &e.start, &e.end, &e.quantity, &e.now, &e.auto_book])
+        .await?;
     row.as_ref().map(from_row).transpose()
 }
 
@@ -195,6 +225,31 @@ pub async fn active_for_range(
 ) -> Result<Option<Uuid>, DbError> {
     let stmt = c.prepare_cached(ACTIVE_FOR_RANGE).await?;
     Ok(c.query_opt(&stmt, &[&resource_id, &owner, &start, &end]).await?.map(|row| row.try_get(0)).transpose()?)
+}
+
+pub async fn upstream_queue(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<WaitlistEntry>, DbError> {
+    let stmt = c.prepare_cached(UPSTREAM_QUEUE).await?;
+    c.query(&stmt, &[&resource_id, &now, &limit]).await?.iter().map(from_row).collect()
+}
+
+pub async fn accept_wait(
+    c: &impl GenericClient,
+    id: Uuid,
+    reservation_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<bool, DbError> {
+    let stmt = c.prepare_cached(ACCEPT_WAIT).await?;
+    Ok(c.execute(&stmt, &[&id, &reservation_id, &now]).await? == 1)
+}
+
+pub async fn request_leave(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<bool, DbError> {
+    let stmt = c.prepare_cached(REQUEST_LEAVE).await?;
+    Ok(c.execute(&stmt, &[&id, &now]).await? == 1)
 }
 
 pub async fn get(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<Option<WaitlistEntry>, DbError> {
@@ -277,6 +332,17 @@ fn from_row(row: &Row) -> Result<WaitlistEntry, DbError> {
         status: if lapsed { WaitlistStatus::Expired } else { status },
         position: row.try_get::<_, Option<i64>>("position")?.filter(|_| status == WaitlistStatus::Waiting),
         reservation_id: row.try_get("reservation_id")?,
+        auto_book: row.try_get("auto_book")?,
+        intent: match row.try_get::<_, Option<Uuid>>("intent_id")? {
+            Some(id) => Some(Intent {
+                id,
+                state: row.try_get::<_, &str>("intent_state")?.parse()?,
+                attempts: row.try_get("intent_attempts")?,
+                updated_at: row.try_get("intent_updated_at")?,
+            }),
+            None => None,
+        },
+        leave_requested: row.try_get("leave_requested")?,
         seq: row.try_get("seq")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,

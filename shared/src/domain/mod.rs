@@ -123,11 +123,15 @@ text_enum! {
     #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
     pub enum IntentState as "intent state" {
         Requested = "REQUESTED",
+        /// A wait for an upstream seat, backing off while the upstream shows it taken.
+        WaitingForSeat = "WAITING_FOR_SEAT",
         Reserving = "RESERVING",
         Succeeded = "SUCCEEDED",
         FailedRace = "FAILED_RACE",
         FailedAuth = "FAILED_AUTH",
         FailedUpstream = "FAILED_UPSTREAM",
+        /// A wait that ended without a booking: the waiter left, or its range started.
+        Cancelled = "CANCELLED",
     }
 }
 
@@ -140,6 +144,9 @@ text_enum! {
         Reserve = "reserve",
         /// `DELETE /charges/{charge_id}`: idempotent, retried after an unknown outcome.
         Cancel = "cancel",
+        /// A wait for an upstream seat (`auto_book`): the same POST as a reserve once the
+        /// seat shows free, and back to waiting when the race is lost.
+        Wait = "wait",
     }
 }
 
@@ -218,8 +225,16 @@ pub struct WaitlistEntry {
     pub status: WaitlistStatus,
     /// 1-based among the resource's waiting entries, while waiting.
     pub position: Option<i64>,
-    /// The offer (a `HELD` reservation in the owner's name), once offered.
+    /// The offer (a `HELD` reservation in the owner's name), once offered; the booking
+    /// of an `auto_book` wait, once accepted.
     pub reservation_id: Option<Uuid>,
+    /// Booked by the worker when the upstream seat frees (upstream resources only).
+    pub auto_book: bool,
+    /// The wait intent of an `auto_book` entry.
+    pub intent: Option<Intent>,
+    /// The waiter left while a write was in flight; the wait ends once it settles.
+    #[serde(skip)]
+    pub leave_requested: bool,
     #[serde(skip)]
     pub seq: i64,
     pub created_at: DateTime<Utc>,

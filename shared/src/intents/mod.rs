@@ -20,11 +20,15 @@
 //! reservation's own guard refuses them locally, in milliseconds, before any intent
 //! exists; so a burst for one seat costs one upstream write.
 
+//!
+//! A wait for an upstream seat (`wait`) is an intent too: see [`wait`].
+
 mod reaper;
+pub mod wait;
 mod worker;
 
 pub use reaper::{ReaperReport, reap, requeue_stale};
-pub use worker::{claim, execute, process};
+pub use worker::{claim, execute, process, run};
 
 use crate::AppState;
 use crate::booking::on_freed;
@@ -47,7 +51,7 @@ pub enum Resolution {
 }
 
 impl Resolution {
-    fn state(&self) -> IntentState {
+    pub fn state(&self) -> IntentState {
         match self {
             Resolution::Succeeded { .. } => IntentState::Succeeded,
             Resolution::FailedRace => IntentState::FailedRace,
@@ -175,8 +179,10 @@ pub async fn settle(
     claim: &Claimed,
     resolution: &Resolution,
 ) -> Result<bool, DbError> {
-    if claim.kind == Kind::Cancel {
-        return settle_cancel(state, claim, resolution).await;
+    match claim.kind {
+        Kind::Cancel => return settle_cancel(state, claim, resolution).await,
+        Kind::Wait => return Box::pin(wait::settle_wait(state, upstream, claim, resolution)).await,
+        Kind::Reserve => {}
     }
     let now = state.clock.now();
     let mut client = state.pool.get().await?;

@@ -55,7 +55,7 @@ pub async fn reap(
         // settled by the current-charge read, never by a second POST.
         let outcome = match claim.kind {
             Kind::Cancel => execute(state, upstream, claim).await.map_err(Failure::into_inner)?,
-            Kind::Reserve => read_after_uncertainty(state, upstream, claim).await?,
+            Kind::Reserve | Kind::Wait => read_after_uncertainty(state, upstream, claim).await?,
         };
         match outcome {
             Executed::Resolved(resolution) => {

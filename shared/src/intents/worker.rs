@@ -13,11 +13,16 @@ use uuid::Uuid;
 /// Claims, executes and settles one intent. No database connection is held while the
 /// upstream is called, so a batch's concurrency is bounded by the pool alone.
 pub async fn process(state: &AppState, upstream: &dyn SystemOfRecord, intent_id: Uuid) -> Result<Processed, DbError> {
-    let claim = match claim(state, intent_id).await? {
-        ClaimOutcome::Claimed(claim) => claim,
-        ClaimOutcome::Later => return Ok(Processed::Retry),
-        ClaimOutcome::Nothing => return Ok(Processed::Skipped),
-    };
+    match claim(state, intent_id).await? {
+        ClaimOutcome::Claimed(claim) => run(state, upstream, claim).await,
+        ClaimOutcome::Later => Ok(Processed::Retry),
+        ClaimOutcome::Nothing => Ok(Processed::Skipped),
+    }
+}
+
+/// Executes and settles an intent claimed under a lease (by [`claim`], or by the wait
+/// poller's claim of a wait).
+pub async fn run(state: &AppState, upstream: &dyn SystemOfRecord, claim: Claimed) -> Result<Processed, DbError> {
     let executed = match execute(state, upstream, &claim).await {
         Ok(executed) => executed,
         Err(Failure::BeforeTheCall(e)) => {

@@ -37,6 +37,32 @@ pub async fn view(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Result<Vec<Block>, UpstreamError>, DbError> {
+    view_within(pool, clock, upstream, config, seat, (from, to), config.max_staleness).await
+}
+
+/// [`view`] for a decision to write: a view older than one cache period is never
+/// used, so a seat that showed free a minute ago is not written to now.
+pub async fn fresh_view(
+    pool: &Pool,
+    clock: &dyn Clock,
+    upstream: &dyn SystemOfRecord,
+    config: &UpstreamConfig,
+    seat: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Result<Vec<Block>, UpstreamError>, DbError> {
+    view_within(pool, clock, upstream, config, seat, (from, to), config.cache_ttl).await
+}
+
+async fn view_within(
+    pool: &Pool,
+    clock: &dyn Clock,
+    upstream: &dyn SystemOfRecord,
+    config: &UpstreamConfig,
+    seat: &str,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    max_staleness: Duration,
+) -> Result<Result<Vec<Block>, UpstreamError>, DbError> {
     let (start, end) = day_window(from, to);
     let key = Key { seat, start, end };
     let breaker = Breaker::from_config(config);
@@ -73,13 +99,13 @@ pub async fn view(
                 }
                 Err(e) => {
                     upstream_views::give_back(&pool.get().await?, &key, owner).await?;
-                    Ok(stale_or(cached, e, clock.now(), config).map(|b| within(parse(b), from, to)))
+                    Ok(stale_or(cached, e, clock.now(), max_staleness).map(|b| within(parse(b), from, to)))
                 }
             };
         }
         // Someone else is refreshing: wait for their answer rather than asking again.
         if std::time::Instant::now() >= wait_until {
-            return Ok(stale_or(cached, UpstreamError::Unavailable { retry_after_seconds: 1 }, now, config)
+            return Ok(stale_or(cached, UpstreamError::Unavailable { retry_after_seconds: 1 }, now, max_staleness)
                 .map(|b| within(parse(b), from, to)));
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -90,10 +116,10 @@ fn stale_or(
     cached: Option<(serde_json::Value, DateTime<Utc>)>,
     error: UpstreamError,
     now: DateTime<Utc>,
-    config: &UpstreamConfig,
+    max_staleness: Duration,
 ) -> Result<serde_json::Value, UpstreamError> {
     match cached {
-        Some((taken, at)) if at > now - config.max_staleness => Ok(taken),
+        Some((taken, at)) if at > now - max_staleness => Ok(taken),
         _ => Err(match error {
             e @ UpstreamError::Unavailable { .. } => e,
             _ => UpstreamError::Unavailable { retry_after_seconds: 1 },

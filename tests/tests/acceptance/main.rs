@@ -22,4 +22,5 @@ mod startup_errors;
 mod statements;
 mod template_routes;
 mod upstream;
+mod upstream_waits;
 mod waitlist;

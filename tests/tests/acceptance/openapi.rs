@@ -448,3 +448,41 @@ async fn an_upstream_confirm_in_flight_matches_the_document() {
     let availability = call(&app, &doc, app.get("alice", &calendar)).await;
     assert!([StatusCode::OK, StatusCode::SERVICE_UNAVAILABLE].contains(&availability.status));
 }
+
+#[tokio::test]
+async fn a_wait_for_an_upstream_seat_matches_the_document() {
+    let app = TestApp::spawn().await;
+    let doc = document();
+    let seat = call(
+        &app,
+        &doc,
+        app.post(
+            "admin",
+            "/v1/resources",
+            &json!({"name": "Seat 2", "authority": "upstream", "upstream_ref": "seat-2"}),
+        ),
+    )
+    .await;
+    let (start, end) = hours(10, 11);
+    let joined = call(
+        &app,
+        &doc,
+        app.post(
+            "alice",
+            &format!("/v1/resources/{}/waitlist", seat.id()),
+            &json!({"start": start, "end": end, "auto_book": true}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (joined.status, joined.body["intent"]["state"].as_str()),
+        (StatusCode::CREATED, Some("WAITING_FOR_SEAT"))
+    );
+    let read = call(&app, &doc, app.get("alice", &format!("/v1/waitlist/{}", joined.id()))).await;
+    assert_eq!(read.body["auto_book"], true);
+    let left = call(&app, &doc, app.delete("alice", &format!("/v1/waitlist/{}", joined.id()))).await;
+    assert_eq!(
+        (left.body["status"].as_str(), left.body["intent"]["state"].as_str()),
+        (Some("CANCELLED"), Some("CANCELLED"))
+    );
+}
