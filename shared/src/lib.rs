@@ -59,6 +59,9 @@ pub struct AppState {
     pub intents: Arc<outbox::Queue>,
     /// Places for retries waiting on an in-progress idempotency key (see `http`).
     pub idempotency_waiters: Arc<tokio::sync::Semaphore>,
+    /// The lists' cursor key, read from the database on first use (see
+    /// [`AppState::cursor_key`]).
+    cursor_key: Arc<tokio::sync::OnceCell<booking::CursorKey>>,
 }
 
 impl AppState {
@@ -70,7 +73,14 @@ impl AppState {
             clock: Arc::new(SystemClock),
             upstream: None,
             intents: Arc::new(outbox::Queue::None),
+            cursor_key: Arc::new(tokio::sync::OnceCell::new()),
         }
+    }
+
+    /// The key that signs the lists' cursors: read once per process, on the first list
+    /// request (cold start does no I/O), and kept.
+    pub async fn cursor_key(&self, c: &impl db::GenericClient) -> Result<&booking::CursorKey, db::DbError> {
+        self.cursor_key.get_or_try_init(|| async { Ok(booking::CursorKey::new(db::cursor_key::read(c).await?)) }).await
     }
 
     pub fn with_intents(mut self, queue: outbox::Queue) -> Self {

@@ -1,4 +1,5 @@
-//! The `admin` function: `POST /v1/resources` (admins only) and `GET /v1/resources/{id}`.
+//! The `admin` function: `POST /v1/resources` (admins only), `GET /v1/resources` (the
+//! list, newest first) and `GET /v1/resources/{id}`.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
@@ -6,7 +7,7 @@ use serde::Deserialize;
 use shared::AppState;
 use shared::booking::{self, NewResource, ResourceDefaults};
 use shared::domain::Authority;
-use shared::http::{ApiError, Function, Op, Reply, json_body, principal, respond, route_for};
+use shared::http::{ApiError, Function, Op, Reply, json_body, principal, resources_query, respond, route_for};
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
     Ok(respond(&req, serve(state, &req)).await)
@@ -28,6 +29,13 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             };
             let r = booking::create_resource(&client, &who, body.into_new(), defaults, state.clock.now()).await?;
             Ok(Reply::json(StatusCode::CREATED, &r).with_location(format!("/v1/resources/{}", r.id)).into_response())
+        }
+        Op::ListResources => {
+            let (include_archived, page) = resources_query(req)?;
+            let client = state.pool.get().await?;
+            let key = state.cursor_key(&client).await?;
+            Ok(Reply::json(StatusCode::OK, &booking::list_resources(&client, key, include_archived, page).await?)
+                .into_response())
         }
         Op::GetResource => {
             let id = matched.id(ApiError::ResourceNotFound)?;

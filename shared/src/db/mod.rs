@@ -4,6 +4,7 @@
 //! client or a transaction), so callers decide the transaction boundaries.
 
 pub mod breakers;
+pub mod cursor_key;
 pub mod idempotency;
 pub mod intents;
 pub mod outbox;
@@ -22,6 +23,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("breakers::TAKE_PROBE", breakers::TAKE_PROBE),
     ("breakers::FAILURE", breakers::FAILURE),
     ("breakers::SUCCESS", breakers::SUCCESS),
+    ("cursor_key::READ", cursor_key::READ),
     ("idempotency::CLAIM", idempotency::CLAIM),
     ("idempotency::READ", idempotency::READ),
     ("idempotency::COMPLETE", idempotency::COMPLETE),
@@ -56,9 +58,13 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("reservations::RESOURCE_OF", reservations::RESOURCE_OF),
     ("reservations::SET_STATUS", reservations::SET_STATUS),
     ("reservations::ACTIVE_IN_WINDOW", reservations::ACTIVE_IN_WINDOW),
+    ("reservations::LIST_BY_OWNER", reservations::LIST_BY_OWNER),
+    ("reservations::LIST_BY_RESOURCE", reservations::LIST_BY_RESOURCE),
+    ("reservations::LIST_ALL", reservations::LIST_ALL),
     ("resources::INSERT", resources::INSERT),
     ("resources::GET", resources::GET),
     ("resources::LOCK", resources::LOCK),
+    ("resources::LIST", resources::LIST),
     ("upstream_views::READ", upstream_views::READ),
     ("upstream_views::TAKE_REFRESH", upstream_views::TAKE_REFRESH),
     ("upstream_views::STORE", upstream_views::STORE),
@@ -72,6 +78,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("waitlist::SETTLE_OFFERS", waitlist::SETTLE_OFFERS),
     ("waitlist::SET_STATUS", waitlist::SET_STATUS),
     ("waitlist::EXPIRE_PASSED", waitlist::EXPIRE_PASSED),
+    ("waitlist::LIST", waitlist::LIST),
 ];
 
 use crate::config::{Config, ConfigError};
@@ -285,6 +292,7 @@ mod tests {
     fn every_named_statement_of_every_table_module_is_listed_for_preparation() {
         let sources = [
             ("breakers", include_str!("breakers.rs")),
+            ("cursor_key", include_str!("cursor_key.rs")),
             ("idempotency", include_str!("idempotency.rs")),
             ("intents", include_str!("intents.rs")),
             ("outbox", include_str!("outbox.rs")),

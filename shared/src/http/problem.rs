@@ -22,6 +22,9 @@ pub enum ApiError {
     MethodNotAllowed { allow: String },
     #[error("invalid request")]
     Validation(Vec<FieldError>),
+    /// A list cursor that was altered, forged, or given out by another list or filter set.
+    #[error("invalid cursor")]
+    InvalidCursor,
     #[error("body too large")]
     PayloadTooLarge,
     /// A request the HTTP layer could not read: a malformed request line, header or
@@ -74,7 +77,7 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::Validation(_) | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Validation(_) | ApiError::BadRequest(_) | ApiError::InvalidCursor => StatusCode::BAD_REQUEST,
             ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden => StatusCode::FORBIDDEN,
             ApiError::RouteNotFound
@@ -115,6 +118,11 @@ impl ApiError {
                 ("payload-too-large", "Payload too large", "Request bodies may be at most 64 KiB.".into())
             }
             ApiError::BadRequest(detail) => ("bad-request", "Bad request", (*detail).into()),
+            ApiError::InvalidCursor => (
+                "invalid-cursor",
+                "Invalid cursor",
+                "The cursor is not one this list gave out for these filters; start again without one.".into(),
+            ),
             ApiError::UriTooLong => ("uri-too-long", "URI too long", "The request's URI is too long.".into()),
             ApiError::HeadersTooLarge => (
                 "request-header-fields-too-large",
@@ -252,6 +260,7 @@ impl From<BookingError> for ApiError {
             BookingError::SlotUnavailable => ApiError::SlotUnavailable,
             BookingError::NotHeld(status) => ApiError::ReservationNotHeld { status: status.as_str() },
             BookingError::InFlight => ApiError::ReservationInFlight,
+            BookingError::InvalidCursor => ApiError::InvalidCursor,
             BookingError::UpstreamUnavailable { retry_after_seconds } => {
                 ApiError::UpstreamUnavailable { retry_after: retry_after_seconds }
             }
@@ -300,6 +309,14 @@ mod tests {
         assert_eq!(reply.content_type, "application/problem+json");
         assert!(body["type"].as_str().unwrap().ends_with("/problems/bad-request"));
         assert_eq!(body["detail"], "The request body is malformed.");
+        assert!(body.get("errors").is_none());
+    }
+
+    #[test]
+    fn a_cursor_the_list_did_not_give_out_is_a_bad_request_of_its_own_slug() {
+        let (reply, body) = problem(ApiError::from(BookingError::InvalidCursor));
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+        assert!(body["type"].as_str().unwrap().ends_with("/problems/invalid-cursor"));
         assert!(body.get("errors").is_none());
     }
 

@@ -28,13 +28,16 @@ impl Function {
 pub enum Op {
     Health,
     CreateResource,
+    ListResources,
     GetResource,
     GetAvailability,
     CreateReservation,
+    ListReservations,
     GetReservation,
     ConfirmReservation,
     ReleaseReservation,
     JoinWaitlist,
+    ListWaitlist,
     GetWaitlistEntry,
     LeaveWaitlist,
 }
@@ -51,6 +54,7 @@ pub struct RouteSpec {
 pub const ROUTES: &[RouteSpec] = &[
     RouteSpec { method: "GET", path: "/v1/health", op: Op::Health, function: Function::Availability },
     RouteSpec { method: "POST", path: "/v1/resources", op: Op::CreateResource, function: Function::Admin },
+    RouteSpec { method: "GET", path: "/v1/resources", op: Op::ListResources, function: Function::Admin },
     RouteSpec { method: "GET", path: "/v1/resources/{id}", op: Op::GetResource, function: Function::Admin },
     RouteSpec {
         method: "GET",
@@ -59,6 +63,12 @@ pub const ROUTES: &[RouteSpec] = &[
         function: Function::Availability,
     },
     RouteSpec { method: "POST", path: "/v1/reservations", op: Op::CreateReservation, function: Function::Reserve },
+    RouteSpec {
+        method: "GET",
+        path: "/v1/reservations",
+        op: Op::ListReservations,
+        function: Function::Availability,
+    },
     RouteSpec {
         method: "GET",
         path: "/v1/reservations/{id}",
@@ -82,6 +92,12 @@ pub const ROUTES: &[RouteSpec] = &[
         path: "/v1/resources/{id}/waitlist",
         op: Op::JoinWaitlist,
         function: Function::Reserve,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/v1/resources/{id}/waitlist",
+        op: Op::ListWaitlist,
+        function: Function::Availability,
     },
     RouteSpec { method: "GET", path: "/v1/waitlist/{id}", op: Op::GetWaitlistEntry, function: Function::Availability },
     RouteSpec { method: "DELETE", path: "/v1/waitlist/{id}", op: Op::LeaveWaitlist, function: Function::Reserve },
@@ -173,7 +189,8 @@ mod tests {
             Err(ApiError::MethodNotAllowed { allow }) if allow == "GET, DELETE"
         ));
         assert!(
-            matches!(route(&Method::GET, "/v1/reservations"), Err(ApiError::MethodNotAllowed { allow }) if allow == "POST")
+            matches!(route(&Method::PUT, "/v1/reservations"), Err(ApiError::MethodNotAllowed { allow }) if allow == "POST, GET")
         );
+        assert_eq!(route(&Method::GET, "/v1/reservations").unwrap().spec.op, Op::ListReservations);
     }
 }
