@@ -443,6 +443,7 @@ pub async fn active_in_window(
 }
 
 /// What a page of a reservations list keeps (see `list_page!`).
+#[derive(Debug, Clone, Copy)]
 pub struct ListFilter<'a> {
     pub owner: Option<&'a str>,
     pub resource_id: Option<Uuid>,
@@ -456,15 +457,19 @@ pub struct ListFilter<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// A page of a reservations list, by the index that leads to it: the owner's when an
-/// owner is named, else the resource's, else the one of everyone's.
-pub async fn list(c: &impl GenericClient, f: &ListFilter<'_>) -> Result<Vec<Reservation>, DbError> {
-    let sql = match (f.owner, f.resource_id) {
+/// The statement of a page: the one whose index leads to it, the owner's when an owner
+/// is named, else the resource's, else the one of everyone's.
+pub fn list_statement(f: &ListFilter<'_>) -> &'static str {
+    match (f.owner, f.resource_id) {
         (Some(_), _) => LIST_BY_OWNER,
         (None, Some(_)) => LIST_BY_RESOURCE,
         (None, None) => LIST_ALL,
-    };
-    let stmt = c.prepare_cached(sql).await?;
+    }
+}
+
+/// A page of a reservations list (see [`list_statement`]).
+pub async fn list(c: &impl GenericClient, f: &ListFilter<'_>) -> Result<Vec<Reservation>, DbError> {
+    let stmt = c.prepare_cached(list_statement(f)).await?;
     let statuses: Option<Vec<&str>> =
         (!f.statuses.is_empty()).then(|| f.statuses.iter().map(|s| s.as_str()).collect());
     let (after_at, after_id) = f.after.unzip();
