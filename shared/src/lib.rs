@@ -12,8 +12,9 @@
 //!   of migration V1.
 //! - [`booking`]: the operations, one file each: `resources`, `reserve` (where the
 //!   race is settled), `confirm`, `release`, `availability`, `waitlist`, `handover`
-//!   (freed capacity to the waitlist, first fit in FIFO order) and `sweep` (the
-//!   scheduled expiry and purges). The lock order is written in `booking`'s overview.
+//!   (freed capacity to the waitlist, first fit in FIFO order), `sweep` (the
+//!   scheduled expiry and purges) and `lists` (keyset pages with signed cursors,
+//!   `cursor`). The lock order is written in `booking`'s overview.
 //!   Each takes a client or a transaction and the current time, so a caller composes
 //!   them into one transaction and a test moves the clock.
 //! - [`intents`]: upstream writes as durable intents: the worker's steps (`worker`)
@@ -23,7 +24,8 @@
 //! - [`outbox`]: the outbox relay (after commit and from the sweeper) to SQS, with
 //!   its publishers.
 //! - [`http`]: the adapter from `lambda_http` requests to those operations: routing
-//!   (`routes`), identity and strict JSON bodies (`request`), idempotency keys
+//!   (`routes`), identity, strict JSON bodies and query strings (`request`, and
+//!   `lists` for the lists' parameters), idempotency keys
 //!   (`idempotency`), and the one mapping of every failure to RFC 9457 problem JSON
 //!   (`problem`).
 //! - [`config`], [`clock`], [`metrics`] (CloudWatch EMF lines): the process around it.

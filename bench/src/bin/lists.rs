@@ -65,8 +65,10 @@ fn shapes(quick: bool) -> Vec<Shape> {
         Shape {
             name: "own list in a window",
             who: user,
-            path: |_| format!("/v1/reservations?from={}", (bulk::first_day() + Days::days(100)).to_rfc3339())
-                .replace('+', "%2B"),
+            path: |_| {
+                format!("/v1/reservations?from={}", (bulk::first_day() + Days::days(100)).to_rfc3339())
+                    .replace('+', "%2B")
+            },
             walks,
         },
         Shape { name: "admin: everyone's", who: admin, path: |_| "/v1/reservations".into(), walks },

@@ -142,10 +142,8 @@ mod base64url {
         if text.len() % 4 == 1 {
             return None;
         }
-        let values: Vec<u32> = text
-            .bytes()
-            .map(|c| ALPHABET.iter().position(|&a| a == c).map(|v| v as u32))
-            .collect::<Option<_>>()?;
+        let values: Vec<u32> =
+            text.bytes().map(|c| ALPHABET.iter().position(|&a| a == c).map(|v| v as u32)).collect::<Option<_>>()?;
         let mut out = Vec::with_capacity(values.len() * 3 / 4);
         for chunk in values.chunks(4) {
             let n = chunk.iter().enumerate().fold(0u32, |n, (i, v)| n | (v << (18 - 6 * i)));

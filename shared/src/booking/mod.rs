@@ -27,10 +27,10 @@ mod waitlist;
 pub use availability::{Availability, Taken, TakenStatus, availability, check_window, get_reservation};
 pub use confirm::{Confirmed, confirm};
 pub use cursor::CursorKey;
+pub use handover::{hand_over, on_freed};
 pub use lists::{
     DEFAULT_LIMIT, MAX_LIMIT, Page, PageRequest, ReservationFilter, list_reservations, list_resources, list_waitlist,
 };
-pub use handover::{hand_over, on_freed};
 pub use release::{Released, release};
 pub use reserve::{Approval, ReserveRequest, Reserved, reserve};
 pub use resources::{NewResource, ResourceDefaults, create_resource, get_resource};

@@ -160,7 +160,10 @@ mod tests {
         named.sort();
         assert_eq!(named, ["colour", "from", "limit", "resource_id", "status"]);
         assert_eq!(fields(resources_query(&get("/v1/resources?limit=101")).unwrap_err()), ["limit"]);
-        assert_eq!(fields(resources_query(&get("/v1/resources?include_archived=yes")).unwrap_err()), ["include_archived"]);
+        assert_eq!(
+            fields(resources_query(&get("/v1/resources?include_archived=yes")).unwrap_err()),
+            ["include_archived"]
+        );
         assert_eq!(fields(waitlist_query(&get("/x?limit=abc&owner=bob")).unwrap_err()), ["owner", "limit"]);
         assert_eq!(waitlist_query(&get("/x?limit=100")).unwrap().limit, 100);
     }

@@ -13,8 +13,8 @@ mod routes;
 
 pub use idempotency::{fingerprint, run_idempotent};
 pub use lambda_http::{Body, Request, Response};
-pub use problem::{ApiError, PROBLEM_BASE};
 pub use lists::{reservations_query, resources_query, waitlist_query};
+pub use problem::{ApiError, PROBLEM_BASE};
 pub use request::{JsonBody, Rfc3339, json_body, principal, query_names, query_param, query_params};
 pub use routes::{Function, Matched, Op, ROUTES, RouteSpec, route, route_for};
 

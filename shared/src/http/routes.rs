@@ -63,12 +63,7 @@ pub const ROUTES: &[RouteSpec] = &[
         function: Function::Availability,
     },
     RouteSpec { method: "POST", path: "/v1/reservations", op: Op::CreateReservation, function: Function::Reserve },
-    RouteSpec {
-        method: "GET",
-        path: "/v1/reservations",
-        op: Op::ListReservations,
-        function: Function::Availability,
-    },
+    RouteSpec { method: "GET", path: "/v1/reservations", op: Op::ListReservations, function: Function::Availability },
     RouteSpec {
         method: "GET",
         path: "/v1/reservations/{id}",

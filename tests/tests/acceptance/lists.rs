@@ -390,9 +390,11 @@ fn reservation_args(f: &ListFilter<'_>) -> String {
 async fn plans(db: &tokio_postgres::Client, sql: &str, types: &str, args: &str) -> Vec<(&'static str, Value)> {
     let mut out = Vec::new();
     for mode in ["force_custom_plan", "force_generic_plan"] {
-        db.batch_execute(&format!("DEALLOCATE ALL; SET plan_cache_mode = {mode}; PREPARE list_page ({types}) AS {sql}"))
-            .await
-            .unwrap_or_else(|e| panic!("preparing {sql}: {e}"));
+        db.batch_execute(&format!(
+            "DEALLOCATE ALL; SET plan_cache_mode = {mode}; PREPARE list_page ({types}) AS {sql}"
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("preparing {sql}: {e}"));
         let row = db.query_one(&format!("EXPLAIN (FORMAT JSON) EXECUTE list_page ({args})"), &[]).await.unwrap();
         out.push((mode, row.get::<_, Value>(0)));
     }
@@ -427,21 +429,16 @@ async fn on_a_million_reservations_no_list_a_client_asks_for_scans_a_table() {
     // Halfway down everyone's list: where a deep page starts.
     let middle: (chrono::DateTime<Utc>, Uuid) = {
         let row = db
-            .query_one("SELECT created_at, id FROM reservations ORDER BY created_at DESC, id DESC OFFSET 500000 LIMIT 1", &[])
+            .query_one(
+                "SELECT created_at, id FROM reservations ORDER BY created_at DESC, id DESC OFFSET 500000 LIMIT 1",
+                &[],
+            )
             .await
             .unwrap();
         (row.get(0), row.get(1))
     };
-    let base = ListFilter {
-        owner: None,
-        resource_id: None,
-        statuses: &[],
-        from: None,
-        to: None,
-        after: None,
-        limit: 51,
-        now,
-    };
+    let base =
+        ListFilter { owner: None, resource_id: None, statuses: &[], from: None, to: None, after: None, limit: 51, now };
     let held_or_confirmed = [Status::Held, Status::Confirmed];
     let confirmed = [Status::Confirmed];
     let cases: Vec<(&str, ListFilter<'_>)> = vec![
@@ -488,5 +485,4 @@ async fn on_a_million_reservations_no_list_a_client_asks_for_scans_a_table() {
         }
     }
     eprintln!("{} lists explained in {:.1} s in all", checked.len(), started.elapsed().as_secs_f64());
-
 }

@@ -454,13 +454,18 @@ async fn list_answers_match_the_document() {
     let (ten, eleven) = (hours(10, 11), hours(11, 12));
     call(&app, &doc, app.post("alice", "/v1/reservations", &reservation_body(&room_id, &ten))).await;
     call(&app, &doc, app.post("alice", "/v1/reservations", &reservation_body(&room_id, &eleven))).await;
-    call(&app, &doc, app.post("bob", &format!("/v1/resources/{room_id}/waitlist"), &json!({"start": ten.0, "end": ten.1})))
-        .await;
+    call(
+        &app,
+        &doc,
+        app.post("bob", &format!("/v1/resources/{room_id}/waitlist"), &json!({"start": ten.0, "end": ten.1})),
+    )
+    .await;
 
     let first = call(&app, &doc, app.get("alice", "/v1/reservations?limit=1&status=HELD")).await;
     assert_eq!(first.status, StatusCode::OK);
     let cursor = first.body["next_cursor"].as_str().expect("a second page").to_string();
-    let last = call(&app, &doc, app.get("alice", &format!("/v1/reservations?limit=1&status=HELD&cursor={cursor}"))).await;
+    let last =
+        call(&app, &doc, app.get("alice", &format!("/v1/reservations?limit=1&status=HELD&cursor={cursor}"))).await;
     assert_eq!((last.status, &last.body["next_cursor"]), (StatusCode::OK, &Value::Null));
     let everyone = call(&app, &doc, app.get("admin", &format!("/v1/reservations?resource_id={room_id}"))).await;
     assert_eq!(everyone.body["items"].as_array().unwrap().len(), 2);
@@ -475,7 +480,12 @@ async fn list_answers_match_the_document() {
         ("alice", "/v1/resources?cursor=x".to_string(), StatusCode::BAD_REQUEST, "invalid-cursor"),
         ("alice", "/v1/reservations?owner=bob".to_string(), StatusCode::FORBIDDEN, "forbidden"),
         ("alice", format!("/v1/resources/{room_id}/waitlist"), StatusCode::FORBIDDEN, "forbidden"),
-        ("admin", format!("/v1/resources/{}/waitlist", uuid::Uuid::new_v4()), StatusCode::NOT_FOUND, "resource-not-found"),
+        (
+            "admin",
+            format!("/v1/resources/{}/waitlist", uuid::Uuid::new_v4()),
+            StatusCode::NOT_FOUND,
+            "resource-not-found",
+        ),
         ("admin", format!("/v1/resources/{room_id}/waitlist?cursor=x"), StatusCode::BAD_REQUEST, "invalid-cursor"),
     ] {
         let refused = call(&app, &doc, app.get(who, &path)).await;
