@@ -196,12 +196,12 @@ fn in_jwt_mode_the_principal_is_the_sub_claim_and_admin_follows_the_scope() {
 }
 
 #[test]
-fn only_the_create_resource_fixture_has_the_admin_scope() {
+fn only_the_fixtures_of_admin_routes_have_the_admin_scope() {
     let config = jwt_config();
     for f in fixtures() {
         let op = op_of(&f.stem);
         let req = request(f.event);
         let admin = principal(&req, &config).map(|p| p.admin).unwrap_or(false);
-        assert_eq!(admin, op == Op::CreateResource, "{}: admin scope", f.stem);
+        assert_eq!(admin, matches!(op, Op::CreateResource | Op::ListWaitlist), "{}: admin scope", f.stem);
     }
 }
