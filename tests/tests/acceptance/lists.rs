@@ -150,17 +150,17 @@ async fn each_filter_keeps_only_what_it_names() {
     };
     assert_eq!(listed(format!("resource_id={a}")).await, set(vec![held.clone(), confirmed.clone()]));
     assert_eq!(listed(format!("resource_id={b}")).await, set(vec![released.clone(), on_b.clone()]));
-    assert_eq!(listed("status=CONFIRMED".into()).await, [confirmed.clone()]);
+    assert_eq!(listed("status=CONFIRMED".into()).await, std::slice::from_ref(&confirmed));
     assert_eq!(
         listed("status=HELD&status=CONFIRMED".into()).await,
         set(vec![held.clone(), confirmed.clone(), on_b.clone()]),
         "a hold past its expiry is no longer HELD"
     );
-    assert_eq!(listed("status=EXPIRED".into()).await, [lapsed.clone()], "it is EXPIRED, as it reads");
+    assert_eq!(listed("status=EXPIRED".into()).await, std::slice::from_ref(&lapsed), "it is EXPIRED, as it reads");
     let (items, _) = page(&app, "alice", "/v1/reservations?status=EXPIRED").await;
     assert_eq!(items[0]["status"], "EXPIRED");
-    assert_eq!(listed("status=RELEASED".into()).await, [released.clone()]);
-    assert_eq!(listed(format!("status=HELD&resource_id={b}")).await, [on_b.clone()]);
+    assert_eq!(listed("status=RELEASED".into()).await, std::slice::from_ref(&released));
+    assert_eq!(listed(format!("status=HELD&resource_id={b}")).await, std::slice::from_ref(&on_b));
 
     // Reservations that overlap [from, to), half-open at both ends.
     let (from, to) = hours(9, 13);
