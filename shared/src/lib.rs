@@ -12,8 +12,9 @@
 //!   of migration V1.
 //! - [`booking`]: the operations, one file each: `resources`, `reserve` (where the
 //!   race is settled), `confirm`, `release`, `availability`, `waitlist`, `handover`
-//!   (freed capacity to the waitlist, first fit in FIFO order) and `sweep` (the
-//!   scheduled expiry and purges). The lock order is written in `booking`'s overview.
+//!   (freed capacity to the waitlist, first fit in FIFO order), `sweep` (the
+//!   scheduled expiry and purges) and `lists` (keyset pages with signed cursors,
+//!   `cursor`). The lock order is written in `booking`'s overview.
 //!   Each takes a client or a transaction and the current time, so a caller composes
 //!   them into one transaction and a test moves the clock.
 //! - [`intents`]: upstream writes as durable intents: the worker's steps (`worker`),
@@ -24,7 +25,8 @@
 //! - [`outbox`]: the outbox relay (after commit and from the sweeper) to SQS, with
 //!   its publishers.
 //! - [`http`]: the adapter from `lambda_http` requests to those operations: routing
-//!   (`routes`), identity and strict JSON bodies (`request`), idempotency keys
+//!   (`routes`), identity, strict JSON bodies and query strings (`request`, and
+//!   `lists` for the lists' parameters), idempotency keys
 //!   (`idempotency`), and the one mapping of every failure to RFC 9457 problem JSON
 //!   (`problem`).
 //! - [`config`], [`clock`], [`metrics`] (CloudWatch EMF lines): the process around it.
@@ -60,6 +62,9 @@ pub struct AppState {
     pub intents: Arc<outbox::Queue>,
     /// Places for retries waiting on an in-progress idempotency key (see `http`).
     pub idempotency_waiters: Arc<tokio::sync::Semaphore>,
+    /// The lists' cursor key, read from the database on first use (see
+    /// [`AppState::cursor_key`]).
+    cursor_key: Arc<tokio::sync::OnceCell<booking::CursorKey>>,
 }
 
 impl AppState {
@@ -71,7 +76,14 @@ impl AppState {
             clock: Arc::new(SystemClock),
             upstream: None,
             intents: Arc::new(outbox::Queue::None),
+            cursor_key: Arc::new(tokio::sync::OnceCell::new()),
         }
+    }
+
+    /// The key that signs the lists' cursors: read once per process, on the first list
+    /// request (cold start does no I/O), and kept.
+    pub async fn cursor_key(&self, c: &impl db::GenericClient) -> Result<&booking::CursorKey, db::DbError> {
+        self.cursor_key.get_or_try_init(|| async { Ok(booking::CursorKey::new(db::cursor_key::read(c).await?)) }).await
     }
 
     pub fn with_intents(mut self, queue: outbox::Queue) -> Self {

@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 pub use serde_json;
 
+pub mod bulk;
 pub mod upstream_mock;
 
 pub fn admin_url() -> String {

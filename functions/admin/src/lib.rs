@@ -1,7 +1,8 @@
 //! The `admin` function: a resource's life. `POST /v1/resources` (create),
 //! `PATCH /v1/resources/{id}` (settings, capacity, metadata), both inside the
 //! idempotency guard, and `DELETE /v1/resources/{id}` (archive) are for admins;
-//! `GET /v1/resources/{id}` is for every principal.
+//! `GET /v1/resources` (the list, newest first) and `GET /v1/resources/{id}` are for
+//! every principal.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
@@ -10,7 +11,8 @@ use shared::booking::{self, NewResource, ResourceChange, ResourceDefaults};
 use shared::domain::Authority;
 use shared::http::fields::{self, Fields};
 use shared::http::{
-    ApiError, Function, Op, Reply, fingerprint, json_body, principal, respond, route_for, run_idempotent,
+    ApiError, Function, Op, Reply, fingerprint, json_body, principal, resources_query, respond, route_for,
+    run_idempotent,
 };
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
@@ -37,6 +39,13 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 Ok(Reply::json(StatusCode::CREATED, &r).with_location(format!("/v1/resources/{}", r.id)))
             })
             .await
+        }
+        Op::ListResources => {
+            let (include_archived, page) = resources_query(req)?;
+            let client = state.pool.get().await?;
+            let key = state.cursor_key(&client).await?;
+            Ok(Reply::json(StatusCode::OK, &booking::list_resources(&client, key, include_archived, page).await?)
+                .into_response())
         }
         Op::GetResource => {
             let id = matched.id(ApiError::ResourceNotFound)?;

@@ -1,5 +1,7 @@
 //! The `availability` function: the read routes. `GET /v1/resources/{id}/availability`
-//! (what is taken and what is free in a window), `GET /v1/reservations/{id}`,
+//! (what is taken and what is free in a window), `GET /v1/reservations` (the caller's
+//! list; everyone's for admins), `GET /v1/reservations/{id}`,
+//! `GET /v1/resources/{id}/waitlist` (a resource's queue, admins only),
 //! `GET /v1/waitlist/{id}`, `GET /v1/health` and `GET /v1/problems/{slug}` (the page
 //! a problem's `type` leads to). Reads take no locks. For an upstream
 //! resource the upstream's claims are merged in as `EXTERNAL`, read through the shared
@@ -10,7 +12,10 @@ use lambda_http::{Body, Error, Request, Response};
 use serde::Serialize;
 use shared::AppState;
 use shared::booking;
-use shared::http::{ApiError, Function, Op, Reply, Rfc3339, principal, query_param, respond, route_for};
+use shared::http::{
+    ApiError, Function, Op, Reply, Rfc3339, principal, query_param, reservations_query, respond, route_for,
+    waitlist_query,
+};
 use shared::upstream::{UpstreamError, cache};
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
@@ -53,6 +58,23 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 StatusCode::OK,
                 &booking::availability(&client, &resource, from, to, external.as_deref(), now).await?,
             )
+        }
+        Op::ListReservations => {
+            let (filter, page) = reservations_query(req, &who)?;
+            let client = state.pool.get().await?;
+            let key = state.cursor_key(&client).await?;
+            Reply::json(StatusCode::OK, &booking::list_reservations(&client, key, &who, filter, page, now).await?)
+        }
+        Op::ListWaitlist => {
+            // Before the id is looked at: a non-admin learns nothing of which resources exist.
+            if !who.admin {
+                return Err(ApiError::Forbidden);
+            }
+            let id = matched.id(ApiError::ResourceNotFound)?;
+            let page = waitlist_query(req)?;
+            let client = state.pool.get().await?;
+            let key = state.cursor_key(&client).await?;
+            Reply::json(StatusCode::OK, &booking::list_waitlist(&client, key, id, page, now).await?)
         }
         Op::GetReservation => {
             let id = matched.id(ApiError::ReservationNotFound)?;

@@ -16,7 +16,9 @@
 
 mod availability;
 mod confirm;
+mod cursor;
 mod handover;
+mod lists;
 mod release;
 mod reschedule;
 mod reserve;
@@ -27,7 +29,11 @@ pub mod waits;
 
 pub use availability::{Availability, Taken, TakenStatus, availability, check_window, get_reservation};
 pub use confirm::{Confirmed, confirm};
+pub use cursor::CursorKey;
 pub use handover::{hand_over, on_freed};
+pub use lists::{
+    DEFAULT_LIMIT, MAX_LIMIT, Page, PageRequest, ReservationFilter, list_reservations, list_resources, list_waitlist,
+};
 pub(crate) use release::request_cancel;
 pub use release::{Released, release};
 pub use reschedule::{Change, Rescheduled, reschedule};
@@ -57,6 +63,9 @@ pub enum BookingError {
     NotHeld(Status),
     #[error("the reservation is being confirmed upstream")]
     InFlight,
+    /// A list cursor this service did not write for this list and these filters.
+    #[error("the cursor is not one of this list")]
+    InvalidCursor,
     #[error("the system of record is unavailable")]
     UpstreamUnavailable { retry_after_seconds: u64 },
     #[error("the resource is archived")]

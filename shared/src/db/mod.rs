@@ -4,6 +4,7 @@
 //! client or a transaction), so callers decide the transaction boundaries.
 
 pub mod breakers;
+pub mod cursor_key;
 pub mod idempotency;
 pub mod intents;
 pub mod outbox;
@@ -23,6 +24,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("breakers::TAKE_PROBE", breakers::TAKE_PROBE),
     ("breakers::FAILURE", breakers::FAILURE),
     ("breakers::SUCCESS", breakers::SUCCESS),
+    ("cursor_key::READ", cursor_key::READ),
     ("idempotency::CLAIM", idempotency::CLAIM),
     ("idempotency::READ", idempotency::READ),
     ("idempotency::COMPLETE", idempotency::COMPLETE),
@@ -67,6 +69,9 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("reservations::RESOURCE_OF", reservations::RESOURCE_OF),
     ("reservations::SET_STATUS", reservations::SET_STATUS),
     ("reservations::ACTIVE_IN_WINDOW", reservations::ACTIVE_IN_WINDOW),
+    ("reservations::LIST_BY_OWNER", reservations::LIST_BY_OWNER),
+    ("reservations::LIST_BY_RESOURCE", reservations::LIST_BY_RESOURCE),
+    ("reservations::LIST_ALL", reservations::LIST_ALL),
     ("resources::INSERT", resources::INSERT),
     ("resources::GET", resources::GET),
     ("resources::LOCK", resources::LOCK),
@@ -78,6 +83,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("seat_polls::CLAIM_DUE", seat_polls::CLAIM_DUE),
     ("seat_polls::RESCHEDULE", seat_polls::RESCHEDULE),
     ("seat_polls::FORGET", seat_polls::FORGET),
+    ("resources::LIST", resources::LIST),
     ("upstream_views::READ", upstream_views::READ),
     ("upstream_views::TAKE_REFRESH", upstream_views::TAKE_REFRESH),
     ("upstream_views::STORE", upstream_views::STORE),
@@ -96,6 +102,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("waitlist::UPSTREAM_QUEUE", waitlist::UPSTREAM_QUEUE),
     ("waitlist::ACCEPT_WAIT", waitlist::ACCEPT_WAIT),
     ("waitlist::REQUEST_LEAVE", waitlist::REQUEST_LEAVE),
+    ("waitlist::LIST", waitlist::LIST),
 ];
 
 use crate::config::{Config, ConfigError};
@@ -309,6 +316,7 @@ mod tests {
     fn every_named_statement_of_every_table_module_is_listed_for_preparation() {
         let sources = [
             ("breakers", include_str!("breakers.rs")),
+            ("cursor_key", include_str!("cursor_key.rs")),
             ("idempotency", include_str!("idempotency.rs")),
             ("intents", include_str!("intents.rs")),
             ("outbox", include_str!("outbox.rs")),

@@ -49,6 +49,21 @@ pub const ARCHIVE: &str = concat!(
     columns!()
 );
 
+/// A page of the resources, newest first: after the keyset position `($2, $3)` (none:
+/// from the newest), at most `$4` rows, archived ones only when `$1`. By
+/// `resources_created_idx`.
+pub const LIST: &str = concat!(
+    "SELECT ",
+    columns!(),
+    r#"
+    FROM resources
+    WHERE ($1::boolean OR archived_at IS NULL)
+      AND (created_at, id) < (coalesce($2::timestamptz, 'infinity'),
+                              coalesce($3::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+    ORDER BY created_at DESC, id DESC
+    LIMIT $4"#
+);
+
 pub struct NewResource<'a> {
     pub id: Uuid,
     pub name: &'a str,
@@ -87,6 +102,18 @@ pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resou
 pub async fn get(c: &impl GenericClient, id: Uuid) -> Result<Option<Resource>, DbError> {
     let stmt = c.prepare_cached(GET).await?;
     c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+}
+
+/// See [`LIST`]; `after` is the `(created_at, id)` of the last row of the page before.
+pub async fn list(
+    c: &impl GenericClient,
+    include_archived: bool,
+    after: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> Result<Vec<Resource>, DbError> {
+    let stmt = c.prepare_cached(LIST).await?;
+    let (after_at, after_id) = after.unzip();
+    c.query(&stmt, &[&include_archived, &after_at, &after_id, &limit]).await?.iter().map(from_row).collect()
 }
 
 /// Locks the resource row until the end of the caller's transaction.

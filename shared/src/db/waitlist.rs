@@ -107,6 +107,34 @@ pub const WAITING_OVERLAPPING: &str = concat!(
     LIMIT $6"#
 );
 
+/// A page of a resource's whole queue (`$1`), every status, in FIFO order: the entries
+/// after sequence number `$2` (none: from the start), at most `$4`, by
+/// `waitlist_entries_resource_seq_idx`. Each carries its position while waiting (the
+/// waiting entries up to the page, counted once, plus those of the page so far) and
+/// whether its offer lapsed by `$3` (now), as [`GET`] computes them.
+pub const LIST: &str = concat!(
+    "SELECT ",
+    columns!(),
+    r#",
+        CASE WHEN w.status = 'WAITING' THEN
+            (SELECT count(*) FROM waitlist_entries x
+             WHERE x.resource_id = $1 AND x.status = 'WAITING' AND x.seq <= coalesce($2::bigint, 0))
+            + count(*) FILTER (WHERE w.status = 'WAITING') OVER (ORDER BY w.seq)
+        END AS position,
+        (w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= $3) IS TRUE AS offer_lapsed
+    FROM (
+        SELECT "#,
+    columns!(),
+    r#"
+        FROM waitlist_entries w
+        WHERE w.resource_id = $1::uuid AND w.seq > coalesce($2::bigint, 0)
+        ORDER BY w.seq
+        LIMIT $4
+    ) w
+    LEFT JOIN reservations r ON r.id = w.reservation_id
+    ORDER BY w.seq"#
+);
+
 pub const MARK_OFFERED: &str = concat!(
     r#"
     WITH upd AS (
@@ -278,6 +306,18 @@ pub async fn waiting_overlapping(
 ) -> Result<Vec<WaitlistEntry>, DbError> {
     let stmt = c.prepare_cached(WAITING_OVERLAPPING).await?;
     c.query(&stmt, &[&resource_id, &start, &end, &now, &after, &limit]).await?.iter().map(from_row).collect()
+}
+
+/// See [`LIST`]; `after` is the sequence number of the last entry of the page before.
+pub async fn list(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    after: Option<i64>,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<WaitlistEntry>, DbError> {
+    let stmt = c.prepare_cached(LIST).await?;
+    c.query(&stmt, &[&resource_id, &after, &now, &limit]).await?.iter().map(from_row).collect()
 }
 
 pub async fn mark_offered(

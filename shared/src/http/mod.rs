@@ -7,14 +7,16 @@
 
 pub mod fields;
 mod idempotency;
+mod lists;
 mod problem;
 mod request;
 mod routes;
 
 pub use idempotency::{fingerprint, run_idempotent};
 pub use lambda_http::{Body, Request, Response};
+pub use lists::{reservations_query, resources_query, waitlist_query};
 pub use problem::{ApiError, PROBLEM_BASE, PROBLEM_TYPES, ProblemType, problem_type};
-pub use request::{JsonBody, Rfc3339, json_body, principal, query_param};
+pub use request::{JsonBody, Rfc3339, json_body, principal, query_names, query_param, query_params};
 pub use routes::{Function, Matched, Op, ROUTES, RouteSpec, methods_of, route, route_for};
 
 use http::{HeaderValue, StatusCode, header};

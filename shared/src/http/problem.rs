@@ -46,6 +46,12 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
         description: "The HTTP layer could not read the request: a malformed request line, header or chunked body, or a body that did not arrive in time.",
     },
     ProblemType {
+        slug: "invalid-cursor",
+        status: 400,
+        title: "Invalid cursor",
+        description: "The `cursor` is not one this list gave out for this principal and these filters (it was changed, made up, or taken from another list). Start again without a cursor.",
+    },
+    ProblemType {
         slug: "unauthenticated",
         status: 401,
         title: "Authentication required",
@@ -232,6 +238,9 @@ pub enum ApiError {
     MethodNotAllowed { allow: String },
     #[error("invalid request")]
     Validation(Vec<FieldError>),
+    /// A list cursor that was altered, forged, or given out by another list or filter set.
+    #[error("invalid cursor")]
+    InvalidCursor,
     #[error("body too large")]
     PayloadTooLarge,
     /// A request the HTTP layer could not read: a malformed request line, header or
@@ -290,7 +299,7 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::Validation(_) | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Validation(_) | ApiError::BadRequest(_) | ApiError::InvalidCursor => StatusCode::BAD_REQUEST,
             ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden => StatusCode::FORBIDDEN,
             ApiError::RouteNotFound
@@ -338,6 +347,11 @@ impl ApiError {
                 ("payload-too-large", "Payload too large", "Request bodies may be at most 64 KiB.".into())
             }
             ApiError::BadRequest(detail) => ("bad-request", "Bad request", (*detail).into()),
+            ApiError::InvalidCursor => (
+                "invalid-cursor",
+                "Invalid cursor",
+                "The cursor is not one this list gave out for these filters; start again without one.".into(),
+            ),
             ApiError::UriTooLong => ("uri-too-long", "URI too long", "The request's URI is too long.".into()),
             ApiError::HeadersTooLarge => (
                 "request-header-fields-too-large",
@@ -510,6 +524,7 @@ impl From<BookingError> for ApiError {
             BookingError::SlotUnavailable => ApiError::SlotUnavailable,
             BookingError::NotHeld(status) => ApiError::ReservationNotHeld { status: status.as_str() },
             BookingError::InFlight => ApiError::ReservationInFlight,
+            BookingError::InvalidCursor => ApiError::InvalidCursor,
             BookingError::UpstreamUnavailable { retry_after_seconds } => {
                 ApiError::UpstreamUnavailable { retry_after: retry_after_seconds }
             }
@@ -584,6 +599,10 @@ mod tests {
             ApiError::SlotUnavailable,
             ApiError::ReservationNotHeld { status: "EXPIRED" },
             ApiError::ReservationInFlight,
+            ApiError::InvalidCursor,
+            ApiError::ResourceArchived,
+            ApiError::RescheduleNotSupported,
+            ApiError::CapacityInUse { peak: 2 },
             ApiError::IdempotencyKeyInProgress { retry_after: 1 },
             ApiError::IdempotencyKeyReused,
             ApiError::UpstreamUnavailable { retry_after: 1 },
@@ -606,6 +625,14 @@ mod tests {
         assert_eq!(reply.www_authenticate, Some(r#"Bearer realm="reservations""#));
         let reply = ApiError::Unauthenticated(AuthMode::Header).into_reply();
         assert!(reply.www_authenticate.unwrap().starts_with(r#"Bearer realm="reservations", error="invalid_request""#));
+    }
+
+    #[test]
+    fn a_cursor_the_list_did_not_give_out_is_a_bad_request_of_its_own_slug() {
+        let (reply, body) = problem(ApiError::from(BookingError::InvalidCursor));
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+        assert!(body["type"].as_str().unwrap().ends_with("/problems/invalid-cursor"));
+        assert!(body.get("errors").is_none());
     }
 
     #[test]

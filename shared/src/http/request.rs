@@ -100,6 +100,37 @@ pub fn query_param(req: &Request, name: &str) -> Option<String> {
     })
 }
 
+/// Every value of a repeatable query parameter (`status=HELD&status=CONFIRMED`), in
+/// order, percent-decoded as [`query_param`] does. A value that does not decode is a
+/// 400 naming the parameter, not a value silently skipped.
+pub fn query_params(req: &Request, name: &str) -> Result<Vec<String>, ApiError> {
+    let mut values = Vec::new();
+    for (k, v) in query_pairs(req) {
+        if k.as_deref() == Some(name) {
+            values.push(v.ok_or_else(|| ApiError::validation(name, "is not valid percent-encoded UTF-8"))?);
+        }
+    }
+    Ok(values)
+}
+
+/// The names of the query's parameters, in order, for refusing the unknown ones; a
+/// name that does not decode is given as it was sent.
+pub fn query_names(req: &Request) -> Vec<String> {
+    let raw = req.uri().query().unwrap_or("").split('&').filter(|p| !p.is_empty());
+    raw.map(|pair| {
+        let k = pair.split_once('=').map_or(pair, |(k, _)| k);
+        percent_decode(k).unwrap_or_else(|| k.to_string())
+    })
+    .collect()
+}
+
+fn query_pairs(req: &Request) -> impl Iterator<Item = (Option<String>, Option<String>)> + '_ {
+    req.uri().query().unwrap_or("").split('&').filter(|p| !p.is_empty()).map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (percent_decode(k), percent_decode(v))
+    })
+}
+
 fn percent_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -176,5 +207,19 @@ mod tests {
         assert_eq!(query_param(&req, "to").as_deref(), Some("2027-03-15T12:00:00+02:00"));
         assert_eq!(query_param(&req, "bad"), None);
         assert_eq!(query_param(&req, "missing"), None);
+    }
+
+    #[test]
+    fn a_repeatable_parameter_gives_every_value_in_order() {
+        let req: Request = http::Request::builder()
+            .uri("/x?status=HELD&limit=3&status=CONFIRMED&st%61tus=EXPIRED&other")
+            .body(lambda_http::Body::Empty)
+            .unwrap();
+        assert_eq!(query_params(&req, "status").unwrap(), ["HELD", "CONFIRMED", "EXPIRED"]);
+        assert!(query_params(&req, "missing").unwrap().is_empty());
+        assert_eq!(query_names(&req), ["status", "limit", "status", "status", "other"]);
+        let bad: Request = http::Request::builder().uri("/x?status=%zz").body(lambda_http::Body::Empty).unwrap();
+        let Err(ApiError::Validation(errors)) = query_params(&bad, "status") else { panic!("refused") };
+        assert_eq!(errors[0].field, "status");
     }
 }

@@ -29,16 +29,19 @@ pub enum Op {
     Health,
     GetProblem,
     CreateResource,
+    ListResources,
     GetResource,
     UpdateResource,
     ArchiveResource,
     GetAvailability,
     CreateReservation,
+    ListReservations,
     GetReservation,
     RescheduleReservation,
     ConfirmReservation,
     ReleaseReservation,
     JoinWaitlist,
+    ListWaitlist,
     GetWaitlistEntry,
     LeaveWaitlist,
 }
@@ -56,6 +59,7 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec { method: "GET", path: "/v1/health", op: Op::Health, function: Function::Availability },
     RouteSpec { method: "GET", path: "/v1/problems/{id}", op: Op::GetProblem, function: Function::Availability },
     RouteSpec { method: "POST", path: "/v1/resources", op: Op::CreateResource, function: Function::Admin },
+    RouteSpec { method: "GET", path: "/v1/resources", op: Op::ListResources, function: Function::Admin },
     RouteSpec { method: "GET", path: "/v1/resources/{id}", op: Op::GetResource, function: Function::Admin },
     RouteSpec { method: "PATCH", path: "/v1/resources/{id}", op: Op::UpdateResource, function: Function::Admin },
     RouteSpec { method: "DELETE", path: "/v1/resources/{id}", op: Op::ArchiveResource, function: Function::Admin },
@@ -66,6 +70,7 @@ pub const ROUTES: &[RouteSpec] = &[
         function: Function::Availability,
     },
     RouteSpec { method: "POST", path: "/v1/reservations", op: Op::CreateReservation, function: Function::Reserve },
+    RouteSpec { method: "GET", path: "/v1/reservations", op: Op::ListReservations, function: Function::Availability },
     RouteSpec {
         method: "GET",
         path: "/v1/reservations/{id}",
@@ -95,6 +100,12 @@ pub const ROUTES: &[RouteSpec] = &[
         path: "/v1/resources/{id}/waitlist",
         op: Op::JoinWaitlist,
         function: Function::Reserve,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/v1/resources/{id}/waitlist",
+        op: Op::ListWaitlist,
+        function: Function::Availability,
     },
     RouteSpec { method: "GET", path: "/v1/waitlist/{id}", op: Op::GetWaitlistEntry, function: Function::Availability },
     RouteSpec { method: "DELETE", path: "/v1/waitlist/{id}", op: Op::LeaveWaitlist, function: Function::Reserve },
@@ -209,7 +220,8 @@ mod tests {
             Err(ApiError::MethodNotAllowed { allow }) if allow == "GET, HEAD, PATCH, DELETE"
         ));
         assert!(
-            matches!(route(&Method::GET, "/v1/reservations"), Err(ApiError::MethodNotAllowed { allow }) if allow == "POST")
+            matches!(route(&Method::PUT, "/v1/reservations"), Err(ApiError::MethodNotAllowed { allow }) if allow == "POST, GET")
         );
+        assert_eq!(route(&Method::GET, "/v1/reservations").unwrap().spec.op, Op::ListReservations);
     }
 }

@@ -16,6 +16,7 @@ mod idempotency;
 mod lambda_by_hand;
 mod lambda_entrypoints;
 mod lifecycle;
+mod lists;
 mod openapi;
 mod outbox;
 mod startup_errors;

@@ -486,3 +486,53 @@ async fn a_wait_for_an_upstream_seat_matches_the_document() {
         (Some("CANCELLED"), Some("CANCELLED"))
     );
 }
+
+#[tokio::test]
+async fn list_answers_match_the_document() {
+    let app = TestApp::spawn().await;
+    let doc = document();
+    let room = call(&app, &doc, app.post("admin", "/v1/resources", &json!({"name": "Room 1", "capacity": 1}))).await;
+    let room_id = room.id();
+    let (ten, eleven) = (hours(10, 11), hours(11, 12));
+    call(&app, &doc, app.post("alice", "/v1/reservations", &reservation_body(&room_id, &ten))).await;
+    call(&app, &doc, app.post("alice", "/v1/reservations", &reservation_body(&room_id, &eleven))).await;
+    call(
+        &app,
+        &doc,
+        app.post("bob", &format!("/v1/resources/{room_id}/waitlist"), &json!({"start": ten.0, "end": ten.1})),
+    )
+    .await;
+
+    let first = call(&app, &doc, app.get("alice", "/v1/reservations?limit=1&status=HELD")).await;
+    assert_eq!(first.status, StatusCode::OK);
+    let cursor = first.body["next_cursor"].as_str().expect("a second page").to_string();
+    let last =
+        call(&app, &doc, app.get("alice", &format!("/v1/reservations?limit=1&status=HELD&cursor={cursor}"))).await;
+    assert_eq!((last.status, &last.body["next_cursor"]), (StatusCode::OK, &Value::Null));
+    let everyone = call(&app, &doc, app.get("admin", &format!("/v1/reservations?resource_id={room_id}"))).await;
+    assert_eq!(everyone.body["items"].as_array().unwrap().len(), 2);
+    let resources = call(&app, &doc, app.get("bob", "/v1/resources?include_archived=true")).await;
+    assert_eq!(resources.status, StatusCode::OK);
+    let queue = call(&app, &doc, app.get("admin", &format!("/v1/resources/{room_id}/waitlist"))).await;
+    assert_eq!(queue.body["items"][0]["position"], 1);
+
+    for (who, path, status, expected) in [
+        ("alice", format!("/v1/reservations?cursor={cursor}"), StatusCode::BAD_REQUEST, "invalid-cursor"),
+        ("alice", "/v1/reservations?limit=0".to_string(), StatusCode::BAD_REQUEST, "validation-error"),
+        ("alice", "/v1/resources?cursor=x".to_string(), StatusCode::BAD_REQUEST, "invalid-cursor"),
+        ("alice", "/v1/reservations?owner=bob".to_string(), StatusCode::FORBIDDEN, "forbidden"),
+        ("alice", format!("/v1/resources/{room_id}/waitlist"), StatusCode::FORBIDDEN, "forbidden"),
+        (
+            "admin",
+            format!("/v1/resources/{}/waitlist", uuid::Uuid::new_v4()),
+            StatusCode::NOT_FOUND,
+            "resource-not-found",
+        ),
+        ("admin", format!("/v1/resources/{room_id}/waitlist?cursor=x"), StatusCode::BAD_REQUEST, "invalid-cursor"),
+    ] {
+        let refused = call(&app, &doc, app.get(who, &path)).await;
+        assert_eq!((refused.status, slug(&refused.body)), (status, expected), "{who} {path}");
+    }
+    let anonymous = call(&app, &doc, app.http.get(app.url("/v1/reservations"))).await;
+    assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+}
