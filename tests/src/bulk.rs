@@ -32,9 +32,11 @@ pub fn newest_created_at() -> DateTime<Utc> {
 /// status filter meets.
 pub const FILL: &str = r#"
 
-    INSERT INTO resources (id, name, capacity, authority, hold_ttl_seconds, offer_ttl_seconds, created_by, created_at)
+    INSERT INTO resources (id, name, capacity, authority, hold_ttl_seconds, offer_ttl_seconds, created_by, created_at,
+                           updated_at)
     SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(g), 12, '0'))::uuid, 'Room ' || g, 10, 'local', 300, 900,
-           'admin', timestamptz '2026-12-31T00:00:00Z' - make_interval(secs => 2000000 + g)
+           'admin', timestamptz '2026-12-31T00:00:00Z' - make_interval(secs => 2000000 + g),
+           timestamptz '2026-12-31T00:00:00Z' - make_interval(secs => 2000000 + g)
     FROM generate_series(0, 1999) g;
 
     INSERT INTO reservations (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity, status,
@@ -64,8 +66,9 @@ pub const FILL: &str = r#"
     SELECT ('00000000-0000-4000-b000-' || lpad(to_hex(g), 12, '0'))::uuid,
            ('00000000-0000-4000-8000-' || lpad(to_hex(g % 2000), 12, '0'))::uuid,
            'user' || (g % 10000),
-           timestamptz '2027-01-01T00:00:00Z' + make_interval(hours => g % 5000),
-           timestamptz '2027-01-01T00:00:00Z' + make_interval(hours => g % 5000 + 1),
+           -- One hour each, so that no owner waits twice for one range (V10's unique index).
+           timestamptz '2027-01-01T00:00:00Z' + make_interval(hours => g),
+           timestamptz '2027-01-01T00:00:00Z' + make_interval(hours => g + 1),
            1, (ARRAY['WAITING', 'CANCELLED', 'EXPIRED', 'WAITING'])[g % 4 + 1],
            timestamptz '2026-12-31T00:00:00Z', timestamptz '2026-12-31T00:00:00Z'
     FROM generate_series(0, 99999) g;

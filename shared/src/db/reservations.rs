@@ -229,7 +229,7 @@ macro_rules! list_page {
         concat!(
             r#"
     SELECT r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
-           r.failure_reason, r.source, r.created_at, r.updated_at,
+           r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by,
            i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts,
            i.updated_at AS intent_updated_at
     FROM (

@@ -121,17 +121,16 @@ pub const LIST: &str = concat!(
              WHERE x.resource_id = $1 AND x.status = 'WAITING' AND x.seq <= coalesce($2::bigint, 0))
             + count(*) FILTER (WHERE w.status = 'WAITING') OVER (ORDER BY w.seq)
         END AS position,
-        (w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= $3) IS TRUE AS offer_lapsed
+        (w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= $3) IS TRUE AS offer_lapsed,
+        i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts, i.updated_at AS intent_updated_at
     FROM (
-        SELECT "#,
-    columns!(),
-    r#"
-        FROM waitlist_entries w
+        SELECT w.* FROM waitlist_entries w
         WHERE w.resource_id = $1::uuid AND w.seq > coalesce($2::bigint, 0)
         ORDER BY w.seq
         LIMIT $4
     ) w
     LEFT JOIN reservations r ON r.id = w.reservation_id
+    LEFT JOIN intents i ON i.waitlist_entry_id = w.id
     ORDER BY w.seq"#
 );
 
