@@ -198,7 +198,7 @@ mod tests {
     fn head_is_served_by_the_get_route_of_the_path() {
         let m = route(&Method::HEAD, "/v1/waitlist/x").unwrap();
         assert_eq!((m.spec.method, m.spec.op), ("GET", Op::GetWaitlistEntry));
-        assert!(matches!(route(&Method::HEAD, "/v1/reservations"), Err(ApiError::MethodNotAllowed { .. })));
+        assert!(matches!(route(&Method::HEAD, "/v1/reservations/x/confirm"), Err(ApiError::MethodNotAllowed { .. })));
         assert_eq!(methods_of("/v1/resources/x"), ["GET", "HEAD", "PATCH", "DELETE"]);
         assert!(methods_of("/v1/nothing").is_empty());
     }
@@ -220,7 +220,7 @@ mod tests {
             Err(ApiError::MethodNotAllowed { allow }) if allow == "GET, HEAD, PATCH, DELETE"
         ));
         assert!(
-            matches!(route(&Method::PUT, "/v1/reservations"), Err(ApiError::MethodNotAllowed { allow }) if allow == "POST, GET")
+            matches!(route(&Method::PUT, "/v1/reservations"), Err(ApiError::MethodNotAllowed { allow }) if allow == "POST, GET, HEAD")
         );
         assert_eq!(route(&Method::GET, "/v1/reservations").unwrap().spec.op, Op::ListReservations);
     }
