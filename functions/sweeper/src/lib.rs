@@ -75,11 +75,15 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
     report.idempotency_purged = note(&mut report, "idempotency", purged).map(|(n, _)| n);
     let purged = sweep::purge_outbox(&state.pool, clock, bounds, state.config.outbox_retention).await;
     report.outbox_purged = note(&mut report, "outbox", purged).map(|(n, _)| n);
-    let lag = match state.pool.get().await {
-        Ok(c) => shared::db::outbox::oldest_pending(&c).await.ok().flatten(),
-        Err(_) => None,
+    let (lag, unsettled) = match state.pool.get().await {
+        Ok(c) => (
+            shared::db::outbox::oldest_pending(&c).await.ok().flatten(),
+            shared::db::intents::oldest_unsettled(&c).await.ok().flatten(),
+        ),
+        Err(_) => (None, None),
     };
-    let lag_seconds = lag.map_or(0.0, |t| (clock.now() - t).num_milliseconds().max(0) as f64 / 1000.0);
+    let [lag_seconds, unsettled_seconds] = [lag, unsettled]
+        .map(|since| since.map_or(0.0, |t| (clock.now() - t).num_milliseconds().max(0) as f64 / 1000.0));
     let expiry = report.expiry.clone().unwrap_or_default();
     let reaper = report.reaper.clone().unwrap_or_default();
     let waits = report.waits.clone().unwrap_or_default();
@@ -98,6 +102,8 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
         ("OutboxPurged", report.outbox_purged.unwrap_or(0) as f64, "Count"),
         ("SweepTasksFailed", report.failed.len() as f64, "Count"),
         ("OutboxLagSeconds", lag_seconds, "Seconds"),
+        // What the unsettled-intents alarm watches (template.yaml).
+        ("OldestUnsettledIntentSeconds", unsettled_seconds, "Seconds"),
     ]);
     tracing::info!(report = %serde_json::to_string(&report).unwrap_or_default(), "sweep done");
     report

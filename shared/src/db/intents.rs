@@ -156,6 +156,11 @@ pub const FINISH: &str = "UPDATE intents SET state = $3, charge_id = $4, last_er
      locked_until = NULL, updated_at = $6 WHERE id = $1 AND state = 'RESERVING' AND lease_owner = $2 \
      RETURNING reservation_id";
 
+/// When the oldest upstream write still unsettled was asked for (`REQUESTED` or
+/// `RESERVING`; a wait for a seat is not a write yet): what the unsettled-intents
+/// alarm watches, through the sweeper's `OldestUnsettledIntentSeconds`.
+pub const OLDEST_UNSETTLED: &str = "SELECT min(created_at) FROM intents WHERE state IN ('REQUESTED', 'RESERVING')";
+
 pub const STATE_OF: &str = "SELECT state, charge_id FROM intents WHERE id = $1";
 
 /// What an intent writes upstream.
@@ -390,6 +395,11 @@ pub async fn finish(
         .await?
         .map(|r| r.try_get(0))
         .transpose()?)
+}
+
+pub async fn oldest_unsettled(c: &impl GenericClient) -> Result<Option<DateTime<Utc>>, DbError> {
+    let stmt = c.prepare_cached(OLDEST_UNSETTLED).await?;
+    Ok(c.query_one(&stmt, &[]).await?.try_get(0)?)
 }
 
 pub async fn state_of(c: &impl GenericClient, id: Uuid) -> Result<Option<(IntentState, Option<String>)>, DbError> {

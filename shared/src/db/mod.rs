@@ -33,6 +33,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("intents::INSERT_APPROVAL", intents::INSERT_APPROVAL),
     ("intents::INSERT", intents::INSERT),
     ("intents::CLAIM", intents::CLAIM),
+    ("intents::OLDEST_UNSETTLED", intents::OLDEST_UNSETTLED),
     ("intents::WAITING", intents::WAITING),
     ("intents::TOUCH_STALE", intents::TOUCH_STALE),
     ("intents::CLAIM_LAPSED", intents::CLAIM_LAPSED),

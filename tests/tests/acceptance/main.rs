@@ -3,6 +3,7 @@
 //! tests/src). One module per subject. `request_logs` is a binary of its own because it
 //! installs the process-wide log subscriber, as a function does.
 
+mod alarms;
 mod bad_input;
 mod changes;
 mod concurrency;
