@@ -44,7 +44,7 @@ pub use resources::{
 pub use waitlist::{JoinRequest, Joined, get_entry, join_waitlist, leave_waitlist};
 
 use crate::db::{self, DbError};
-use crate::domain::{FieldError, Status};
+use crate::domain::{FieldError, Rule, Status};
 
 /// Expected outcomes that are not successes, and the one unexpected kind (`Db`).
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +74,9 @@ pub enum BookingError {
     RescheduleNotSupported,
     #[error("the capacity is in use ahead")]
     CapacityInUse { peak: i64 },
+    /// The range breaks one of the resource's calendar rules.
+    #[error("the range breaks the calendar rule {}", .0.as_str())]
+    OutsideSchedule(Rule),
     #[error(transparent)]
     Db(#[from] DbError),
 }

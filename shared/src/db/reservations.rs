@@ -102,7 +102,9 @@ pub const HOLD: &str =
 /// was taken at that instant), so a burst of losers never queues on the resource lock
 /// nor waits for a disk flush; only requests that may fit go on to the locked insert.
 pub const PRECHECK: &str = "SELECT r.id, r.name, r.capacity, r.authority, r.upstream_ref, r.hold_ttl_seconds, \
-     r.offer_ttl_seconds, r.metadata, r.archived_at, r.created_at, r.updated_at, l.peak AS load, l.lapsed \
+     r.offer_ttl_seconds, r.metadata, r.archived_at, r.created_at, r.updated_at, r.time_zone, r.schedule, \
+     r.buffer_before_minutes, r.buffer_after_minutes, r.min_notice_minutes, r.max_advance_days, r.slot_minutes, \
+     l.peak AS load, l.lapsed \
      FROM resources r, reservation_load($1, $2, $3, $4) l WHERE r.id = $1";
 
 /// Writes down the lapse of the holds that overlap a range (`$3` NULL: unbounded), so

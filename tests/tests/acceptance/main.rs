@@ -4,6 +4,7 @@
 //! installs the process-wide log subscriber, as a function does.
 
 mod bad_input;
+mod calendar;
 mod changes;
 mod concurrency;
 mod conventions;
