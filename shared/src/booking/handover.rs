@@ -68,7 +68,9 @@ pub async fn hand_over(
     }
     let mut offered = 0;
     loop {
-        let step = offer_range(tx, resource, start, end, now).await?;
+        // Freed time frees its buffers too: entries beside it may fit now.
+        let reach = resource.calendar.reach();
+        let step = offer_range(tx, resource, start - reach, end + reach, now).await?;
         offered += step.offered;
         // Each round expires holds the rounds before did not: the loop ends.
         let Some(next) = span(&step.expired) else { return Ok(offered) };
@@ -124,10 +126,12 @@ async fn offer_range(
         let Some(last) = page.last() else { break };
         after = last.seq;
         // The load over every entry of this page, as this transaction sees it now
-        // (lapsed holds do not count: the insert writes them down).
+        // (lapsed holds do not count: the insert writes them down), widened by the
+        // reach of the buffers.
+        let reach = resource.calendar.reach();
         let window = (
-            page.iter().map(|e| e.start).min().unwrap_or(start).min(start),
-            page.iter().map(|e| e.end).max().unwrap_or(end).max(end),
+            page.iter().map(|e| e.start).min().unwrap_or(start).min(start) - reach,
+            page.iter().map(|e| e.end).max().unwrap_or(end).max(end) + reach,
         );
         let mut claims: Vec<Claim> = reservations::active_in_window(tx, resource.id, window.0, window.1, now)
             .await?
@@ -141,6 +145,11 @@ async fn offer_range(
             }
             let quantity = i64::from(entry.quantity);
             if peak_load(entry.start, entry.end, &claims) + quantity > capacity {
+                continue;
+            }
+            if super::calendar::offerable(resource, entry.start, entry.end, entry.quantity, &claims, now).is_err() {
+                // Outside the rules in force now (a changed schedule, notice that ran
+                // out, a neighbour's buffer): it keeps its place, and is not offered.
                 continue;
             }
             let inserted = offer(tx, resource, entry, now).await?;

@@ -15,6 +15,7 @@
 //! pipelined statements were seen to run out of order, against this order.
 
 mod availability;
+mod calendar;
 mod confirm;
 mod cursor;
 mod handover;

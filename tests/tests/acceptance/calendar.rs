@@ -3,12 +3,13 @@
 //! every path that makes a reservation. The clock is fixed, so that the dates (and
 //! their daylight saving) are known.
 
-use acceptance::{TestApp, send};
+use acceptance::{TestApp, reservation_path, send, slug};
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::clock::ManualClock;
 use std::sync::Arc;
+use uuid::Uuid;
 
 fn at(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
@@ -37,6 +38,29 @@ fn office() -> Value {
 
 async fn create(app: &TestApp, body: &Value) -> (StatusCode, Value) {
     send(app.post("admin", "/v1/resources", body)).await
+}
+
+async fn reserve(app: &TestApp, who: &str, resource: Uuid, start: &str, end: &str) -> (StatusCode, Value) {
+    app.reserve(who, resource, (start, end), 1).await
+}
+
+fn id(v: &Value) -> Uuid {
+    v["id"].as_str().unwrap().parse().unwrap()
+}
+
+/// The status and the rule of a refusal (`-` when it names none).
+fn refusal(answer: &(StatusCode, Value)) -> (StatusCode, String, String) {
+    let (status, problem) = answer;
+    (*status, slug(problem).to_string(), problem["rule"].as_str().unwrap_or("-").to_string())
+}
+
+fn outside(rule: &str) -> (StatusCode, String, String) {
+    (StatusCode::UNPROCESSABLE_ENTITY, "outside-schedule".into(), rule.into())
+}
+
+async fn patch_resource(app: &TestApp, resource: Uuid, body: Value) {
+    let (status, r) = send(app.patch("admin", &format!("/v1/resources/{resource}"), &body)).await;
+    assert_eq!(status, StatusCode::OK, "{r}");
 }
 
 #[tokio::test]
@@ -101,4 +125,124 @@ async fn bad_rules_are_refused_each_by_its_own_field() {
     );
     let (status, _) = create(&app, &json!({"name": "x"})).await;
     assert_eq!(status, StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn reserving_keeps_to_local_opening_hours_in_winter_and_in_summer_and_to_the_exceptions() {
+    let (app, _) = app().await;
+    let (_, office) = create(&app, &office()).await;
+    let office = id(&office);
+    // Tuesday 2027-01-12: 09:00 in Berlin is 08:00Z (CET).
+    let ok = reserve(&app, "alice", office, "2027-01-12T08:00:00Z", "2027-01-12T09:00:00Z").await;
+    assert_eq!(ok.0, StatusCode::CREATED, "{}", ok.1);
+    let early = reserve(&app, "alice", office, "2027-01-12T07:30:00Z", "2027-01-12T08:30:00Z").await;
+    assert_eq!(refusal(&early), outside("outside_hours"));
+    // Across the lunch break: inside the day, but not inside one stretch of hours.
+    let lunch = reserve(&app, "alice", office, "2027-01-12T10:30:00Z", "2027-01-12T12:30:00Z").await;
+    assert_eq!(refusal(&lunch), outside("outside_hours"));
+    // Tuesday 2027-07-13: 09:00 in Berlin is 07:00Z (CEST).
+    let summer = reserve(&app, "alice", office, "2027-07-13T07:00:00Z", "2027-07-13T08:00:00Z").await;
+    assert_eq!(summer.0, StatusCode::CREATED, "{}", summer.1);
+    // A Saturday, Christmas Day (a Saturday too) and the afternoon of Christmas Eve.
+    let saturday = reserve(&app, "alice", office, "2027-01-16T09:00:00Z", "2027-01-16T10:00:00Z").await;
+    assert_eq!(refusal(&saturday), outside("closed_day"));
+    let eve_morning = reserve(&app, "alice", office, "2027-12-24T08:00:00Z", "2027-12-24T09:00:00Z").await;
+    assert_eq!(eve_morning.0, StatusCode::CREATED, "{}", eve_morning.1);
+    let eve_afternoon = reserve(&app, "alice", office, "2027-12-24T13:00:00Z", "2027-12-24T14:00:00Z").await;
+    assert_eq!(refusal(&eve_afternoon), outside("outside_hours"));
+    // A refusal wrote nothing.
+    let rows: i64 = app.db().await.query_one("SELECT count(*) FROM reservations", &[]).await.unwrap().get(0);
+    assert_eq!(rows, 3);
+}
+
+#[tokio::test]
+async fn notice_advance_and_grid_set_by_a_patch_judge_new_reservations_and_leave_the_old_ones() {
+    let (app, _) = app().await;
+    let room = app.resource(1).await;
+    let before = reserve(&app, "alice", room, "2027-01-04T00:30:00Z", "2027-01-04T01:00:00Z").await;
+    assert_eq!(before.0, StatusCode::CREATED, "{}", before.1);
+    patch_resource(&app, room, json!({"min_notice_minutes": 120, "max_advance_days": 30, "slot_minutes": 30})).await;
+    let soon = reserve(&app, "bob", room, "2027-01-04T01:30:00Z", "2027-01-04T02:00:00Z").await;
+    assert_eq!(refusal(&soon), outside("notice"));
+    let far = reserve(&app, "bob", room, "2027-02-04T01:00:00Z", "2027-02-04T02:00:00Z").await;
+    assert_eq!(refusal(&far), outside("advance"));
+    let off_grid = reserve(&app, "bob", room, "2027-01-05T10:15:00Z", "2027-01-05T11:00:00Z").await;
+    assert_eq!(refusal(&off_grid), outside("grid"));
+    let on_grid = reserve(&app, "bob", room, "2027-01-05T10:30:00Z", "2027-01-05T11:00:00Z").await;
+    assert_eq!(on_grid.0, StatusCode::CREATED, "{}", on_grid.1);
+    let (_, old) = send(app.get("alice", &reservation_path(&before.1["id"]))).await;
+    assert_eq!(old["status"], "HELD", "the rule change left the earlier hold alone");
+}
+
+#[tokio::test]
+async fn buffers_keep_time_free_around_a_booking_and_a_range_taken_outright_is_still_a_conflict() {
+    let (app, _) = app().await;
+    let room = app.resource_with(json!({"name": "Lab", "buffer_before_minutes": 10, "buffer_after_minutes": 15})).await;
+    let first = reserve(&app, "alice", room, "2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z").await;
+    assert_eq!(first.0, StatusCode::CREATED, "{}", first.1);
+    // 11:00 + 15 after, and 10 before the next: 11:25 at the earliest.
+    let close = reserve(&app, "bob", room, "2027-01-05T11:20:00Z", "2027-01-05T12:00:00Z").await;
+    assert_eq!(refusal(&close), outside("buffer"));
+    let before = reserve(&app, "bob", room, "2027-01-05T09:00:00Z", "2027-01-05T09:40:00Z").await;
+    assert_eq!(refusal(&before), outside("buffer"));
+    let taken = reserve(&app, "bob", room, "2027-01-05T10:30:00Z", "2027-01-05T11:30:00Z").await;
+    assert_eq!(refusal(&taken), (StatusCode::CONFLICT, "slot-unavailable".into(), "-".into()));
+    let after = reserve(&app, "bob", room, "2027-01-05T11:25:00Z", "2027-01-05T12:00:00Z").await;
+    assert_eq!(after.0, StatusCode::CREATED, "{}", after.1);
+}
+
+#[tokio::test]
+async fn a_move_and_a_join_outside_the_rules_are_refused_and_change_nothing() {
+    let (app, _) = app().await;
+    let (_, office) = create(&app, &office()).await;
+    let office = id(&office);
+    let (status, r) = reserve(&app, "alice", office, "2027-01-12T08:00:00Z", "2027-01-12T09:00:00Z").await;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    let moved = send(app.patch(
+        "alice",
+        &reservation_path(&r["id"]),
+        &json!({"start": "2027-01-16T08:00:00Z", "end": "2027-01-16T09:00:00Z"}),
+    ))
+    .await;
+    assert_eq!(refusal(&moved), outside("closed_day"));
+    let longer = send(app.patch("alice", &reservation_path(&r["id"]), &json!({"end": "2027-01-12T11:30:00Z"}))).await;
+    assert_eq!(refusal(&longer), outside("outside_hours"));
+    let (_, still) = send(app.get("alice", &reservation_path(&r["id"]))).await;
+    assert_eq!((still["start"].clone(), still["end"].clone()), (r["start"].clone(), r["end"].clone()));
+
+    let joined = send(app.post(
+        "bob",
+        &format!("/v1/resources/{office}/waitlist"),
+        &json!({"start": "2027-01-12T06:00:00Z", "end": "2027-01-12T07:00:00Z"}),
+    ))
+    .await;
+    assert_eq!(refusal(&joined), outside("outside_hours"));
+}
+
+#[tokio::test]
+async fn freed_capacity_is_not_handed_to_a_waiting_range_the_rules_now_refuse() {
+    let (app, _) = app().await;
+    let room = app.resource(1).await;
+    let (_, alice) = reserve(&app, "alice", room, "2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z").await;
+    let (status, bob) = send(app.post(
+        "bob",
+        &format!("/v1/resources/{room}/waitlist"),
+        &json!({"start": "2027-01-05T10:00:00Z", "end": "2027-01-05T11:00:00Z"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{bob}");
+    // The room now opens at noon on Tuesdays: bob's range is outside the hours.
+    patch_resource(&app, room, json!({"schedule": {"weekly": {"tue": [["12:00", "18:00"]]}, "exceptions": []}})).await;
+    let (status, _) = send(app.delete("alice", &reservation_path(&alice["id"]))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, entry) = send(app.get("bob", &format!("/v1/waitlist/{}", bob["id"].as_str().unwrap()))).await;
+    assert_eq!(entry["status"], "WAITING", "{entry}");
+    let offers: i64 = app
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM reservations WHERE source = 'waitlist_offer'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(offers, 0);
 }
