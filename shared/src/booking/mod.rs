@@ -28,7 +28,9 @@ pub mod sweep;
 mod waitlist;
 pub mod waits;
 
-pub use availability::{Availability, Taken, TakenStatus, availability, check_window, get_reservation};
+pub use availability::{
+    Availability, SlotsRequest, Taken, TakenStatus, availability, check_window, get_reservation, slots,
+};
 pub use confirm::{Confirmed, confirm};
 pub use cursor::CursorKey;
 pub use handover::{hand_over, on_freed};

@@ -18,7 +18,7 @@
 //! (`09:00-12:00` and `12:00-17:00`, or `22:00-24:00` on one day and `00:00-02:00` on
 //! the next) are one stretch: that is how opening hours cross midnight.
 
-use super::{Claim, FieldError, peak_load};
+use super::{Claim, FieldError, FreePiece, free_pieces, load_segments, peak_load};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Timelike, Utc, Weekday};
 use chrono_tz::Tz;
 use serde::{Serialize, Serializer};
@@ -475,6 +475,106 @@ impl CalendarRules {
     pub fn weekday(&self, at: DateTime<Utc>) -> Weekday {
         at.with_timezone(&self.time_zone).weekday()
     }
+
+    /// Other bookings as a new one sees them: with buffers, a new range must keep
+    /// its own buffered range off theirs, so each claim reaches both buffers further
+    /// either side.
+    pub fn widened(&self, claims: &[Claim]) -> Vec<Claim> {
+        let reach = self.reach();
+        claims.iter().map(|c| Claim { start: c.start - reach, end: c.end + reach, quantity: c.quantity }).collect()
+    }
+
+    /// Where a new booking could lie in `[from, to)`: outside the buffers of the
+    /// bookings `claims` and, with a schedule, inside the opening hours.
+    pub fn free(&self, from: DateTime<Utc>, to: DateTime<Utc>, capacity: i64, claims: &[Claim]) -> Vec<FreePiece> {
+        let pieces = free_pieces(from, to, capacity, &self.widened(claims));
+        let Some(schedule) = &self.schedule else { return pieces };
+        let stretches = schedule.open_stretches(self.time_zone, from, to);
+        let mut out = Vec::new();
+        for p in pieces {
+            for &(open, close) in &stretches {
+                let (start, end) = (p.start.max(open), p.end.min(close));
+                if start < end {
+                    out.push(FreePiece { start, end, remaining: p.remaining });
+                }
+            }
+        }
+        out
+    }
+
+    /// The bookable starts of `duration` for `quantity` inside `[from, to)`, on the
+    /// grid (or, without one, every `duration` from local midnight), after hours,
+    /// notice, advance, buffers and the load of `claims`; none before `now` nor ending
+    /// after `latest_end` (the global horizon).
+    #[allow(clippy::too_many_arguments)]
+    pub fn slots(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        duration: Duration,
+        quantity: i32,
+        capacity: i32,
+        claims: &[Claim],
+        now: DateTime<Utc>,
+        latest_end: DateTime<Utc>,
+    ) -> Vec<Slot> {
+        let step = self.slot_minutes.map_or(duration, |m| Duration::minutes(m.into()));
+        if step <= Duration::zero() || duration <= Duration::zero() {
+            return Vec::new();
+        }
+        let earliest = from.max(now + Duration::minutes(self.min_notice_minutes.into()));
+        let latest_start = self.max_advance_days.map(|d| now + Duration::days(d.into()));
+        let stretches = self.schedule.as_ref().map(|s| s.open_stretches(self.time_zone, from, to));
+        let segments = load_segments(from, to, &self.widened(claims));
+        let (capacity, quantity) = (i64::from(capacity), i64::from(quantity));
+        let mut out = Vec::new();
+        let (mut seg, mut stretch) = (0, 0);
+        let mut last: Option<DateTime<Utc>> = None;
+        let mut date = from.with_timezone(&self.time_zone).date_naive();
+        let last_date = to.with_timezone(&self.time_zone).date_naive();
+        while date <= last_date {
+            let midnight = date.and_time(NaiveTime::MIN);
+            let mut wall = Duration::zero();
+            while wall < Duration::days(1) {
+                let start = local_to_utc(self.time_zone, midnight + wall);
+                wall += step;
+                let end = start + duration;
+                // A skipped wall time lands on a later start, perhaps one already listed.
+                if last.is_some_and(|l| start <= l) || start < earliest || end > to || end > latest_end {
+                    continue;
+                }
+                if latest_start.is_some_and(|l| start > l) {
+                    continue;
+                }
+                if let Some(stretches) = &stretches {
+                    while stretch < stretches.len() && stretches[stretch].1 <= start {
+                        stretch += 1;
+                    }
+                    if !stretches.get(stretch).is_some_and(|&(open, close)| open <= start && end <= close) {
+                        continue;
+                    }
+                }
+                while seg < segments.len() && segments[seg].1 <= start {
+                    seg += 1;
+                }
+                let load = segments[seg..].iter().take_while(|s| s.0 < end).map(|s| s.2).max().unwrap_or(0);
+                if load + quantity <= capacity {
+                    out.push(Slot { start, end, remaining: capacity - load });
+                    last = Some(start);
+                }
+            }
+            date += Duration::days(1);
+        }
+        out
+    }
+}
+
+/// A bookable start: `remaining` units are free over the whole of `[start, end)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Slot {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub remaining: i64,
 }
 
 #[cfg(test)]
@@ -652,6 +752,72 @@ mod tests {
         );
         assert_eq!(r.judge_buffers(at("2027-02-01T11:25:00Z"), at("2027-02-01T12:00:00Z"), 1, 1, &booked), Ok(()));
         assert_eq!(r.judge_buffers(at("2027-02-01T11:20:00Z"), at("2027-02-01T12:00:00Z"), 1, 2, &booked), Ok(()));
+    }
+
+    #[test]
+    fn slots_follow_the_grid_in_local_time_the_hours_the_buffers_and_the_load() {
+        let mut r = rules("Europe/Berlin", every_day("09:00", "12:00"));
+        r.slot_minutes = Some(60);
+        r.buffer_after_minutes = 30;
+        let booked = [Claim { start: at("2027-01-12T09:00:00Z"), end: at("2027-01-12T10:00:00Z"), quantity: 1 }];
+        let now = at(NOW);
+        let slots = r.slots(
+            at("2027-01-12T00:00:00Z"),
+            at("2027-01-13T00:00:00Z"),
+            Duration::hours(1),
+            1,
+            1,
+            &booked,
+            now,
+            at("2030-01-01T00:00:00Z"),
+        );
+        // Open 08:00Z-11:00Z. 09:00Z is taken; 08:00Z would end its buffer over the
+        // booking, and 10:00Z starts inside the booking's buffer: nothing is left.
+        let starts: Vec<String> = slots.iter().map(|s| s.start.to_rfc3339()).collect();
+        assert!(starts.is_empty(), "{starts:?}");
+        r.buffer_after_minutes = 0;
+        let slots = r.slots(
+            at("2027-01-12T00:00:00Z"),
+            at("2027-01-13T00:00:00Z"),
+            Duration::hours(1),
+            1,
+            1,
+            &booked,
+            now,
+            at("2030-01-01T00:00:00Z"),
+        );
+        let starts: Vec<String> = slots.iter().map(|s| s.start.to_rfc3339()).collect();
+        assert_eq!(starts, ["2027-01-12T08:00:00+00:00", "2027-01-12T10:00:00+00:00"]);
+        // The free time of that day is the same, in pieces.
+        let free = r.free(at("2027-01-12T00:00:00Z"), at("2027-01-13T00:00:00Z"), 1, &booked);
+        let pieces: Vec<(String, String)> = free.iter().map(|p| (p.start.to_rfc3339(), p.end.to_rfc3339())).collect();
+        assert_eq!(
+            pieces,
+            [
+                ("2027-01-12T08:00:00+00:00".into(), "2027-01-12T09:00:00+00:00".into()),
+                ("2027-01-12T10:00:00+00:00".into(), "2027-01-12T11:00:00+00:00".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn on_the_spring_forward_night_a_half_hour_grid_skips_the_missing_hour_once() {
+        let mut r = rules("Europe/Berlin", every_day("00:00", "24:00"));
+        r.slot_minutes = Some(30);
+        let slots = r.slots(
+            at("2027-03-28T00:30:00Z"),
+            at("2027-03-28T02:00:00Z"),
+            Duration::minutes(30),
+            1,
+            1,
+            &[],
+            at(NOW),
+            at("2030-01-01T00:00:00Z"),
+        );
+        let starts: Vec<String> = slots.iter().map(|s| s.start.to_rfc3339()).collect();
+        // 01:30 CET, then 03:00 and 03:30 CEST (01:00Z, 01:30Z): 02:00 and 02:30 do
+        // not exist, and land on 03:00 and 03:30, listed once.
+        assert_eq!(starts, ["2027-03-28T00:30:00+00:00", "2027-03-28T01:00:00+00:00", "2027-03-28T01:30:00+00:00"]);
     }
 
     #[test]

@@ -6,7 +6,7 @@ mod load;
 mod validate;
 
 pub use calendar::{CalendarChange, CalendarRules, Judge, Rule, Schedule};
-pub use load::{Claim, FreePiece, free_pieces, peak_load};
+pub use load::{Claim, FreePiece, free_pieces, load_segments, peak_load};
 pub use validate::{FieldError, Limits, Metadata, validate_metadata, validate_range};
 
 use chrono::{DateTime, Utc};

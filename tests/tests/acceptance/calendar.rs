@@ -246,3 +246,101 @@ async fn freed_capacity_is_not_handed_to_a_waiting_range_the_rules_now_refuse() 
         .get(0);
     assert_eq!(offers, 0);
 }
+
+async fn slots(app: &TestApp, resource: Uuid, query: &str) -> Vec<(String, i64)> {
+    let (status, body) = send(app.get("bob", &format!("/v1/resources/{resource}/slots?{query}"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["slots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["start"].as_str().unwrap().to_string(), s["remaining"].as_i64().unwrap()))
+        .collect()
+}
+
+#[tokio::test]
+async fn slots_list_the_starts_that_fit_the_hours_the_buffers_and_the_load_and_a_reserve_takes_one() {
+    let (app, _) = app().await;
+    let mut body = office();
+    body["capacity"] = json!(2);
+    body["buffer_after_minutes"] = json!(30);
+    let (_, office) = create(&app, &body).await;
+    let office = id(&office);
+    let (status, _) = reserve(&app, "alice", office, "2027-01-12T08:00:00Z", "2027-01-12T09:00:00Z").await;
+    assert_eq!(status, StatusCode::CREATED);
+    // Tuesday 2027-01-12, hourly, in CET: 09, 10, 11 (morning), 13, 14, 15, 16.
+    let day = "from=2027-01-12T00:00:00Z&to=2027-01-13T00:00:00Z&duration=PT1H";
+    let listed = slots(&app, office, day).await;
+    let expected: Vec<(String, i64)> = [
+        ("2027-01-12T08:00:00Z", 1),
+        ("2027-01-12T09:00:00Z", 1),
+        ("2027-01-12T10:00:00Z", 2),
+        ("2027-01-12T12:00:00Z", 2),
+        ("2027-01-12T13:00:00Z", 2),
+        ("2027-01-12T14:00:00Z", 2),
+        ("2027-01-12T15:00:00Z", 2),
+    ]
+    .iter()
+    .map(|(s, r)| (s.to_string(), *r))
+    .collect();
+    assert_eq!(listed, expected);
+    // Two units fit only where the booking and its buffer do not reach.
+    let two = slots(&app, office, &format!("{day}&quantity=2")).await;
+    assert_eq!(two.first().map(|s| s.0.as_str()), Some("2027-01-12T10:00:00Z"));
+    // A listed start is one a reserve accepts, and is then listed no more (the next,
+    // after the lunch break, is beyond its buffer).
+    let (start, _) = &two[0];
+    let end = (DateTime::parse_from_rfc3339(start).unwrap() + chrono::Duration::hours(1)).to_rfc3339();
+    let (status, r) = app.reserve("carol", office, (start, &end), 2).await;
+    assert_eq!(status, StatusCode::CREATED, "{start}: {r}");
+    let after = slots(&app, office, &format!("{day}&quantity=2")).await;
+    assert_eq!(after, two[1..].to_vec());
+    // A weekend day has none; several resources are answered each for itself.
+    let room = app.resource(1).await;
+    let (status, found) = send(app.get(
+        "bob",
+        &format!(
+            "/v1/slots?resource_id={office}&resource_id={room}&from=2027-01-16T10:00:00Z&to=2027-01-16T12:00:00Z&duration=PT1H"
+        ),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    assert_eq!(found["resources"][0]["free"], false);
+    assert_eq!(found["resources"][1]["free"], true);
+    assert_eq!(found["resources"][1]["slots"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn availability_free_time_keeps_to_the_hours_and_leaves_the_buffers_out() {
+    let (app, _) = app().await;
+    let mut body = office();
+    body["buffer_before_minutes"] = json!(15);
+    let (_, office) = create(&app, &body).await;
+    let office = id(&office);
+    let (status, _) = reserve(&app, "alice", office, "2027-01-12T09:00:00Z", "2027-01-12T10:00:00Z").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, a) =
+        send(app.get(
+            "bob",
+            &format!("/v1/resources/{office}/availability?from=2027-01-12T00:00:00Z&to=2027-01-13T00:00:00Z"),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{a}");
+    let free: Vec<(&str, &str)> = a["free"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["start"].as_str().unwrap(), p["end"].as_str().unwrap()))
+        .collect();
+    // Open 08-11Z and 12-16Z; the booking 09-10Z keeps 15 minutes free either side of
+    // it for a new one (its own buffer before, the new one's before it).
+    assert_eq!(
+        free,
+        [
+            ("2027-01-12T08:00:00Z", "2027-01-12T08:45:00Z"),
+            ("2027-01-12T10:15:00Z", "2027-01-12T11:00:00Z"),
+            ("2027-01-12T12:00:00Z", "2027-01-12T16:00:00Z"),
+        ]
+    );
+    assert_eq!(a["taken"].as_array().unwrap().len(), 1);
+}
