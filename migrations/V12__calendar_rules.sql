@@ -34,6 +34,41 @@ ALTER TABLE resources ADD COLUMN has_calendar_rules boolean GENERATED ALWAYS AS 
     schedule IS NOT NULL OR buffer_before_minutes > 0 OR buffer_after_minutes > 0 OR min_notice_minutes > 0
     OR max_advance_days IS NOT NULL OR slot_minutes IS NOT NULL) STORED;
 
+-- Buffers in the database. Each reservation stores the range it keeps for itself,
+-- `buffered`: its period widened by the resource's buffers as they were when the row
+-- was written or last moved (a trigger reads them; the writers hold the resource lock,
+-- under which the rules are read too). Later changes of the buffers leave it as it is.
+-- For capacity 1 the exclusion constraint here keeps the buffered ranges of the
+-- active bookings apart; it is stronger than V1's on `period` (a buffered range holds
+-- its period), which stays as it was.
+ALTER TABLE reservations ADD COLUMN buffered tstzrange;
+UPDATE reservations SET buffered = period;
+ALTER TABLE reservations ALTER COLUMN buffered SET NOT NULL;
+
+CREATE FUNCTION reservations_set_buffered() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    before_minutes integer;
+    after_minutes integer;
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.starts_at = OLD.starts_at AND NEW.ends_at = OLD.ends_at THEN
+        NEW.buffered := OLD.buffered;
+        RETURN NEW;
+    END IF;
+    SELECT buffer_before_minutes, buffer_after_minutes INTO before_minutes, after_minutes
+    FROM resources WHERE id = NEW.resource_id;
+    NEW.buffered := tstzrange(NEW.starts_at - make_interval(mins => coalesce(before_minutes, 0)),
+                              NEW.ends_at + make_interval(mins => coalesce(after_minutes, 0)), '[)');
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER reservations_buffered BEFORE INSERT OR UPDATE OF starts_at, ends_at, buffered ON reservations
+    FOR EACH ROW EXECUTE FUNCTION reservations_set_buffered();
+
+ALTER TABLE reservations ADD CONSTRAINT reservations_single_unit_buffers_apart EXCLUDE USING gist
+    (resource_id WITH =, buffered WITH &&)
+    WHERE (resource_capacity = 1 AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED'));
+
 -- The hold of V9, which sends a resource with calendar rules to the general path: once
 -- at the look, and again under the lock, because a rule may have been set between
 -- the two (the general path then judges it under the same lock).
@@ -106,6 +141,18 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
+    -- A booking made while the resource had buffers keeps them (below) after they
+    -- were cleared; where one meets this range, the general path judges it, rather
+    -- than the exclusion constraint refusing the insert as an error.
+    IF res.capacity = 1 AND EXISTS (
+        SELECT 1 FROM reservations r
+        WHERE r.resource_id = p_resource AND r.resource_capacity = 1
+          AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+          AND r.buffered && tstzrange(p_start, p_end, '[)') AND r.buffered <> r.period) THEN
+        outcome := 'general';
+        RETURN NEXT;
+        RETURN;
+    END IF;
     FOR row IN
         SELECT * FROM reservation_insert_if_fits(
             p_id, p_resource, res.capacity, p_owner, p_start, p_end, p_quantity,
@@ -132,3 +179,4 @@ BEGIN
     END IF;
 END
 $$;
+

@@ -83,11 +83,9 @@ pub async fn availability(
         (Authority::Upstream, None) => return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 5 }),
         (_, e) => e.unwrap_or(&[]),
     };
+    let active = reservations::active_in_window(c, resource.id, from, to, now).await?;
     // Bookings just outside the window still reach into it with their buffers.
-    let reach = resource.calendar.reach();
-    let near = reservations::active_in_window(c, resource.id, from - reach, to + reach, now).await?;
-    let near_claims: Vec<Claim> = near.iter().map(Reservation::claim).collect();
-    let active: Vec<&Reservation> = near.iter().filter(|r| r.start < to && r.end > from).collect();
+    let mut claims = super::calendar::kept_around(c, resource, from, to, now).await?;
     let mut taken: Vec<Taken> = active
         .iter()
         .map(|r| Taken {
@@ -104,7 +102,6 @@ pub async fn availability(
         taken.push(Taken { start: b.start, end: b.end, quantity: 1, status: TakenStatus::External, expires_at: None });
     }
     taken.sort_by_key(|t| (t.start, t.end));
-    let mut claims = near_claims;
     claims.extend(taken.iter().filter(|t| t.status == TakenStatus::External).map(|t| Claim {
         start: t.start,
         end: t.end,
@@ -158,9 +155,8 @@ pub async fn slots(
         (Authority::Upstream, None) => return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 5 }),
         (_, e) => e.unwrap_or(&[]),
     };
-    let reach = resource.calendar.reach();
-    let near = reservations::active_in_window(c, resource.id, req.from - reach, req.to + reach, now).await?;
-    let mut claims: Vec<Claim> = near.iter().map(Reservation::claim).collect();
+    let mut claims = super::calendar::kept_around(c, resource, req.from, req.to, now).await?;
+    let near = reservations::active_in_window(c, resource.id, req.from, req.to, now).await?;
     let ours = |b: &Block| near.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
     claims.extend(external.iter().filter(|b| !ours(b)).map(|b| Claim { start: b.start, end: b.end, quantity: 1 }));
     Ok(resource.calendar.slots(

@@ -126,13 +126,20 @@ async fn offer_range(
         let Some(last) = page.last() else { break };
         after = last.seq;
         // The load over every entry of this page, as this transaction sees it now
-        // (lapsed holds do not count: the insert writes them down), widened by the
-        // reach of the buffers.
-        let reach = resource.calendar.reach();
+        // (lapsed holds do not count: the insert writes them down).
         let window = (
-            page.iter().map(|e| e.start).min().unwrap_or(start).min(start) - reach,
-            page.iter().map(|e| e.end).max().unwrap_or(end).max(end) + reach,
+            page.iter().map(|e| e.start).min().unwrap_or(start).min(start),
+            page.iter().map(|e| e.end).max().unwrap_or(end).max(end),
         );
+        // With calendar rules, the ranges the bookings around keep, for the buffers;
+        // on capacity 1 the lapsed holds whose buffers could meet an offer are written
+        // down first (see `calendar::judge`).
+        let rules = super::calendar::applies(resource);
+        if rules && resource.capacity == 1 {
+            step.expired.extend(super::calendar::expire_lapsed_near(tx, resource, window.0, window.1, now).await?);
+        }
+        let mut kept =
+            if rules { super::calendar::kept_around(tx, resource, window.0, window.1, now).await? } else { Vec::new() };
         let mut claims: Vec<Claim> = reservations::active_in_window(tx, resource.id, window.0, window.1, now)
             .await?
             .iter()
@@ -147,7 +154,9 @@ async fn offer_range(
             if peak_load(entry.start, entry.end, &claims) + quantity > capacity {
                 continue;
             }
-            if super::calendar::offerable(resource, entry.start, entry.end, entry.quantity, &claims, now).is_err() {
+            if rules
+                && super::calendar::offerable(resource, entry.start, entry.end, entry.quantity, &kept, now).is_err()
+            {
                 // Outside the rules in force now (a changed schedule, notice that ran
                 // out, a neighbour's buffer): it keeps its place, and is not offered.
                 continue;
@@ -156,6 +165,8 @@ async fn offer_range(
             step.expired.extend(inserted.expired);
             if let Some(offer) = inserted.reservation {
                 claims.push(offer.claim());
+                let (from, to) = resource.calendar.buffered(offer.start, offer.end);
+                kept.push(Claim { start: from, end: to, quantity: offer.quantity.into() });
                 step.offered += 1;
             }
         }

@@ -248,7 +248,7 @@ impl Schedule {
         let mut schedule = Schedule::default();
         for key in object.keys() {
             if key != "weekly" && key != "exceptions" {
-                errors.push(FieldError::new(&format!("{field}.{key}"), "is not a field of a schedule"));
+                errors.push(FieldError::new(format!("{field}.{key}"), "is not a field of a schedule"));
             }
         }
         match object.get("weekly") {
@@ -266,7 +266,7 @@ impl Schedule {
                     }
                 }
             }
-            Some(_) => errors.push(FieldError::new(&format!("{field}.weekly"), "must be an object of days")),
+            Some(_) => errors.push(FieldError::new(format!("{field}.weekly"), "must be an object of days")),
         }
         match object.get("exceptions") {
             None | Some(Value::Null) => {}
@@ -284,7 +284,7 @@ impl Schedule {
                 }
             }
             Some(_) => errors.push(FieldError::new(
-                &format!("{field}.exceptions"),
+                format!("{field}.exceptions"),
                 format!("must be an array of at most {MAX_EXCEPTIONS} {{\"date\", \"hours\"}} objects"),
             )),
         }
@@ -440,35 +440,32 @@ impl CalendarRules {
         let local = start.with_timezone(&self.time_zone);
         local.second() == 0
             && local.nanosecond() == 0
-            && (local.hour() * 60 + local.minute()) % u32::try_from(step).unwrap_or(1) == 0
+            && (local.hour() * 60 + local.minute()).is_multiple_of(u32::try_from(step).unwrap_or(1))
     }
 
-    /// Whether `quantity` more over `[start, end)` with its buffers fits beside
-    /// `others` (the active bookings near it, as ranges and quantities), each with the
-    /// same buffers: with buffers, every booking claims its buffered range.
+    /// Whether `quantity` more over `[start, end)`, with its buffers, fits beside
+    /// `kept`: the ranges the active bookings near it keep (each its own widened by
+    /// the buffers in force when it was made). With buffers, every booking claims its
+    /// kept range.
     pub fn judge_buffers(
         &self,
         start: DateTime<Utc>,
         end: DateTime<Utc>,
         quantity: i32,
         capacity: i32,
-        others: &[Claim],
+        kept: &[Claim],
     ) -> Result<(), Rule> {
-        if self.buffer_before_minutes == 0 && self.buffer_after_minutes == 0 {
-            return Ok(());
-        }
-        let claims: Vec<Claim> = others
-            .iter()
-            .map(|c| {
-                let (start, end) = self.buffered(c.start, c.end);
-                Claim { start, end, quantity: c.quantity }
-            })
-            .collect();
         let (from, to) = self.buffered(start, end);
-        if peak_load(from, to, &claims) + i64::from(quantity) > i64::from(capacity) {
+        if peak_load(from, to, kept) + i64::from(quantity) > i64::from(capacity) {
             return Err(Rule::Buffer);
         }
         Ok(())
+    }
+
+    /// How far either side of a new range the ranges other bookings keep may lie and
+    /// still meet its buffers (a buffer is at most a day).
+    pub fn lapsed_reach(&self) -> Duration {
+        Duration::days(1) + self.reach()
     }
 
     /// The weekday of `start` in the zone; for tests and reads.
@@ -476,16 +473,18 @@ impl CalendarRules {
         at.with_timezone(&self.time_zone).weekday()
     }
 
-    /// Other bookings as a new one sees them: with buffers, a new range must keep
-    /// its own buffered range off theirs, so each claim reaches both buffers further
-    /// either side.
-    pub fn widened(&self, claims: &[Claim]) -> Vec<Claim> {
-        let reach = self.reach();
-        claims.iter().map(|c| Claim { start: c.start - reach, end: c.end + reach, quantity: c.quantity }).collect()
+    /// The kept ranges of other bookings as a new booking's own range sees them: its
+    /// buffers must stay off them too, so each reaches its buffer after further back
+    /// and its buffer before further on.
+    pub fn widened(&self, kept: &[Claim]) -> Vec<Claim> {
+        let (before, after) =
+            (Duration::minutes(self.buffer_before_minutes.into()), Duration::minutes(self.buffer_after_minutes.into()));
+        kept.iter().map(|c| Claim { start: c.start - after, end: c.end + before, quantity: c.quantity }).collect()
     }
 
-    /// Where a new booking could lie in `[from, to)`: outside the buffers of the
-    /// bookings `claims` and, with a schedule, inside the opening hours.
+    /// Where a new booking could lie in `[from, to)`: beside the ranges the bookings
+    /// keep (`claims`, [`CalendarRules::judge_buffers`]) with its own buffers, and,
+    /// with a schedule, inside the opening hours.
     pub fn free(&self, from: DateTime<Utc>, to: DateTime<Utc>, capacity: i64, claims: &[Claim]) -> Vec<FreePiece> {
         let pieces = free_pieces(from, to, capacity, &self.widened(claims));
         let Some(schedule) = &self.schedule else { return pieces };
@@ -504,7 +503,8 @@ impl CalendarRules {
 
     /// The bookable starts of `duration` for `quantity` inside `[from, to)`, on the
     /// grid (or, without one, every `duration` from local midnight), after hours,
-    /// notice, advance, buffers and the load of `claims`; none before `now` nor ending
+    /// notice, advance, buffers and the load of `claims` (the ranges the bookings
+    /// keep); none before `now` nor ending
     /// after `latest_end` (the global horizon).
     #[allow(clippy::too_many_arguments)]
     pub fn slots(
@@ -744,7 +744,8 @@ mod tests {
     #[test]
     fn buffers_keep_time_free_around_every_booking() {
         let r = CalendarRules { buffer_before_minutes: 10, buffer_after_minutes: 15, ..CalendarRules::default() };
-        let booked = [Claim { start: at("2027-02-01T10:00:00Z"), end: at("2027-02-01T11:00:00Z"), quantity: 1 }];
+        // Booked 10:00-11:00 under these buffers: it keeps 09:50-11:15.
+        let booked = [Claim { start: at("2027-02-01T09:50:00Z"), end: at("2027-02-01T11:15:00Z"), quantity: 1 }];
         // Ends 11:00 plus 15 after; a new one needs 10 before: starts at 11:25 at the earliest.
         assert_eq!(
             r.judge_buffers(at("2027-02-01T11:20:00Z"), at("2027-02-01T12:00:00Z"), 1, 1, &booked),
@@ -759,7 +760,8 @@ mod tests {
         let mut r = rules("Europe/Berlin", every_day("09:00", "12:00"));
         r.slot_minutes = Some(60);
         r.buffer_after_minutes = 30;
-        let booked = [Claim { start: at("2027-01-12T09:00:00Z"), end: at("2027-01-12T10:00:00Z"), quantity: 1 }];
+        // Booked 09:00Z-10:00Z under these buffers: it keeps 09:00Z-10:30Z.
+        let kept = [Claim { start: at("2027-01-12T09:00:00Z"), end: at("2027-01-12T10:30:00Z"), quantity: 1 }];
         let now = at(NOW);
         let slots = r.slots(
             at("2027-01-12T00:00:00Z"),
@@ -767,7 +769,7 @@ mod tests {
             Duration::hours(1),
             1,
             1,
-            &booked,
+            &kept,
             now,
             at("2030-01-01T00:00:00Z"),
         );
@@ -775,7 +777,9 @@ mod tests {
         // booking, and 10:00Z starts inside the booking's buffer: nothing is left.
         let starts: Vec<String> = slots.iter().map(|s| s.start.to_rfc3339()).collect();
         assert!(starts.is_empty(), "{starts:?}");
+        // Without buffers (and a booking made without them).
         r.buffer_after_minutes = 0;
+        let booked = [Claim { start: at("2027-01-12T09:00:00Z"), end: at("2027-01-12T10:00:00Z"), quantity: 1 }];
         let slots = r.slots(
             at("2027-01-12T00:00:00Z"),
             at("2027-01-13T00:00:00Z"),

@@ -344,3 +344,49 @@ async fn availability_free_time_keeps_to_the_hours_and_leaves_the_buffers_out() 
     );
     assert_eq!(a["taken"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn the_database_keeps_the_buffered_ranges_of_a_single_unit_apart_even_for_a_writer_that_skips_the_rules() {
+    let (app, _) = app().await;
+    let room = app.resource_with(json!({"name": "Lab", "buffer_after_minutes": 30})).await;
+    let (status, _) = reserve(&app, "alice", room, "2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let db = app.db().await;
+    let kept: String =
+        db.query_one("SELECT buffered::text FROM reservations WHERE resource_id = $1", &[&room]).await.unwrap().get(0);
+    assert_eq!(kept, r#"["2027-01-05 10:00:00+00","2027-01-05 11:30:00+00")"#);
+    // A row written past the application, inside the buffer: the constraint refuses it.
+    let inserted = db
+        .execute(
+            "INSERT INTO reservations (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity, status, \
+             expires_at, source, created_at, updated_at) VALUES (gen_random_uuid(), $1, 1, 'mallory', \
+             '2027-01-05T11:15:00Z', '2027-01-05T12:00:00Z', 1, 'CONFIRMED', NULL, 'request', now(), now())",
+            &[&room],
+        )
+        .await;
+    let e = inserted.expect_err("the exclusion constraint refuses it");
+    assert_eq!(e.as_db_error().map(|d| d.constraint()), Some(Some("reservations_single_unit_buffers_apart")));
+    // A change of the buffers applies to new bookings only: the old one keeps its own.
+    patch_resource(&app, room, json!({"buffer_after_minutes": 0})).await;
+    let kept_after: String =
+        db.query_one("SELECT buffered::text FROM reservations WHERE resource_id = $1", &[&room]).await.unwrap().get(0);
+    assert_eq!(kept_after, kept);
+    let close = reserve(&app, "bob", room, "2027-01-05T11:15:00Z", "2027-01-05T12:00:00Z").await;
+    assert_eq!(refusal(&close), outside("buffer"));
+    let later = reserve(&app, "bob", room, "2027-01-05T11:30:00Z", "2027-01-05T12:00:00Z").await;
+    assert_eq!(later.0, StatusCode::CREATED, "{}", later.1);
+}
+
+#[tokio::test]
+async fn a_lapsed_hold_whose_buffer_meets_a_new_booking_is_written_down_rather_than_refusing_it() {
+    let (app, clock) = app().await;
+    let room = app.resource_with(json!({"name": "Lab", "buffer_after_minutes": 30, "hold_ttl_seconds": 60})).await;
+    let (status, held) = reserve(&app, "alice", room, "2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z").await;
+    assert_eq!(status, StatusCode::CREATED);
+    clock.advance(chrono::Duration::minutes(5));
+    // 11:10 is outside alice's range but inside her (lapsed) hold's buffer.
+    let next = reserve(&app, "bob", room, "2027-01-05T11:10:00Z", "2027-01-05T12:00:00Z").await;
+    assert_eq!(next.0, StatusCode::CREATED, "{}", next.1);
+    let (_, old) = send(app.get("alice", &reservation_path(&held["id"]))).await;
+    assert_eq!(old["status"], "EXPIRED");
+}
