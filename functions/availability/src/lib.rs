@@ -31,8 +31,55 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         Op::GetProblem => return problem_page(matched.id),
         _ => {}
     }
-    let who = principal(req, &state.config)?;
     let now = state.clock.now();
+    let calendar = matches!(matched.spec.op, Op::GetAvailability | Op::GetSlots | Op::FindSlots);
+    if calendar && state.config.public_calendar {
+        // Public calendar: no principal asked for (these answers name no owner).
+        return calendar_read(state, req, &matched, now).await;
+    }
+    let who = principal(req, &state.config)?;
+    if calendar {
+        return calendar_read(state, req, &matched, now).await;
+    }
+    let reply = match matched.spec.op {
+        Op::ListReservations => {
+            let (filter, page) = reservations_query(req, &who)?;
+            let client = state.pool.get().await?;
+            let key = state.cursor_key(&client).await?;
+            Reply::json(StatusCode::OK, &booking::list_reservations(&client, key, &who, filter, page, now).await?)
+        }
+        Op::ListWaitlist => {
+            // Before the id is looked at: a non-admin learns nothing of which resources exist.
+            if !who.admin {
+                return Err(ApiError::Forbidden);
+            }
+            let id = matched.id(ApiError::ResourceNotFound)?;
+            let page = waitlist_query(req)?;
+            let client = state.pool.get().await?;
+            let key = state.cursor_key(&client).await?;
+            Reply::json(StatusCode::OK, &booking::list_waitlist(&client, key, id, page, now).await?)
+        }
+        Op::GetReservation => {
+            let id = matched.id(ApiError::ReservationNotFound)?;
+            Reply::json(StatusCode::OK, &booking::get_reservation(&state.pool.get().await?, &who, id, now).await?)
+        }
+        Op::GetWaitlistEntry => {
+            let id = matched.id(ApiError::WaitlistEntryNotFound)?;
+            Reply::json(StatusCode::OK, &booking::get_entry(&state.pool.get().await?, &who, id, now).await?)
+        }
+        _ => return Err(ApiError::RouteNotFound),
+    };
+    Ok(reply.into_response())
+}
+
+/// The calendar reads: availability and slots. They show what is taken and free, never
+/// who holds it nor its metadata, which is what lets `PUBLIC_CALENDAR` open them.
+async fn calendar_read(
+    state: &AppState,
+    req: &Request,
+    matched: &shared::http::Matched<'_>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Response<Body>, ApiError> {
     let reply = match matched.spec.op {
         Op::GetAvailability => {
             let id = matched.id(ApiError::ResourceNotFound)?;
@@ -71,31 +118,6 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 resources.push(ResourceSlots { resource_id: id, free: !slots.is_empty(), slots });
             }
             Reply::json(StatusCode::OK, &FoundSlots { resources })
-        }
-        Op::ListReservations => {
-            let (filter, page) = reservations_query(req, &who)?;
-            let client = state.pool.get().await?;
-            let key = state.cursor_key(&client).await?;
-            Reply::json(StatusCode::OK, &booking::list_reservations(&client, key, &who, filter, page, now).await?)
-        }
-        Op::ListWaitlist => {
-            // Before the id is looked at: a non-admin learns nothing of which resources exist.
-            if !who.admin {
-                return Err(ApiError::Forbidden);
-            }
-            let id = matched.id(ApiError::ResourceNotFound)?;
-            let page = waitlist_query(req)?;
-            let client = state.pool.get().await?;
-            let key = state.cursor_key(&client).await?;
-            Reply::json(StatusCode::OK, &booking::list_waitlist(&client, key, id, page, now).await?)
-        }
-        Op::GetReservation => {
-            let id = matched.id(ApiError::ReservationNotFound)?;
-            Reply::json(StatusCode::OK, &booking::get_reservation(&state.pool.get().await?, &who, id, now).await?)
-        }
-        Op::GetWaitlistEntry => {
-            let id = matched.id(ApiError::WaitlistEntryNotFound)?;
-            Reply::json(StatusCode::OK, &booking::get_entry(&state.pool.get().await?, &who, id, now).await?)
         }
         _ => return Err(ApiError::RouteNotFound),
     };

@@ -390,3 +390,48 @@ async fn a_lapsed_hold_whose_buffer_meets_a_new_booking_is_written_down_rather_t
     let (_, old) = send(app.get("alice", &reservation_path(&held["id"]))).await;
     assert_eq!(old["status"], "EXPIRED");
 }
+
+#[tokio::test]
+async fn a_public_calendar_answers_availability_and_slots_without_a_principal_and_shows_no_owner_or_metadata() {
+    let clock = Arc::new(ManualClock::new(at("2027-01-04T00:00:00Z")));
+    let app = TestApp::spawn_with(acceptance::Options {
+        clock,
+        tweak: Box::new(|c| c.public_calendar = true),
+        ..Default::default()
+    })
+    .await;
+    let (_, office) = create(&app, &office()).await;
+    let office = id(&office);
+    let (status, _) = send(app.post(
+        "alice",
+        "/v1/reservations",
+        &json!({"resource_id": office, "start": "2027-01-12T08:00:00Z", "end": "2027-01-12T09:00:00Z",
+                "metadata": {"patient": "Jane Roe"}}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let anonymous = reqwest::Client::new();
+    let window = "from=2027-01-12T00:00:00Z&to=2027-01-13T00:00:00Z";
+    for path in [
+        format!("/v1/resources/{office}/availability?{window}"),
+        format!("/v1/resources/{office}/slots?{window}&duration=PT1H"),
+        format!("/v1/slots?resource_id={office}&{window}&duration=PT1H"),
+    ] {
+        let answer = anonymous.get(app.url(&path)).send().await.unwrap();
+        assert_eq!(answer.status(), StatusCode::OK, "{path}");
+        let text = answer.text().await.unwrap();
+        assert!(!text.contains("alice") && !text.contains("Jane Roe") && !text.contains("metadata"), "{path}: {text}");
+    }
+    // Everything else still asks who is asking.
+    let reservations = anonymous.get(app.url("/v1/reservations")).send().await.unwrap();
+    assert_eq!(reservations.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn without_a_public_calendar_the_calendar_reads_ask_for_a_principal() {
+    let (app, _) = app().await;
+    let room = app.resource(1).await;
+    let path = format!("/v1/resources/{room}/slots?from=2027-01-12T00:00:00Z&to=2027-01-13T00:00:00Z&duration=PT1H");
+    let answer = reqwest::Client::new().get(app.url(&path)).send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::UNAUTHORIZED);
+}
