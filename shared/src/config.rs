@@ -65,6 +65,10 @@ pub struct Config {
     /// server answers CORS for; none by default. In AWS the HTTP API's own CORS
     /// configuration does this, from the template's `CorsAllowedOrigins`.
     pub cors_allowed_origins: Vec<String>,
+    /// `PUBLIC_CALENDAR=true`: the availability and slots reads answer without a
+    /// principal (they show no owners and no metadata). Off by default; in AWS the
+    /// template's `PublicCalendar` also takes the JWT authorizer off those routes.
+    pub public_calendar: bool,
 }
 
 /// The system of record for `authority: upstream` resources (`upstream::SystemOfRecord`).
@@ -158,6 +162,17 @@ impl Config {
                 }),
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let public_calendar = match get("PUBLIC_CALENDAR").as_deref() {
+            None | Some("") | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    name: "PUBLIC_CALENDAR",
+                    value: other.into(),
+                    reason: "expected true or false",
+                });
+            }
+        };
         let pool_default = match mode {
             Defaults::Lambda => 2,
             Defaults::DevServer => 16,
@@ -194,6 +209,7 @@ impl Config {
                 wait_poll_max: chrono::Duration::seconds(num("WAIT_POLL_MAX_SECONDS", 60, 1, 3_600)?),
             },
             cors_allowed_origins,
+            public_calendar,
         })
     }
 

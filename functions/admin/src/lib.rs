@@ -90,9 +90,14 @@ fn update_resource(f: &mut Fields<'_>) -> Option<ResourceChange> {
         hold_ttl_seconds: f.optional("hold_ttl_seconds", fields::integer(1, i32::MAX)),
         offer_ttl_seconds: f.optional("offer_ttl_seconds", fields::integer(1, i32::MAX)),
         metadata: f.metadata("metadata"),
+        calendar: f.calendar(),
     };
     if f.is_empty() {
-        f.refuse("body", "must change at least one of name, capacity, hold_ttl_seconds, offer_ttl_seconds, metadata");
+        f.refuse(
+            "body",
+            "must change at least one of name, capacity, hold_ttl_seconds, offer_ttl_seconds, metadata, time_zone, \
+             schedule, buffer_before_minutes, buffer_after_minutes, min_notice_minutes, max_advance_days, slot_minutes",
+        );
         return None;
     }
     Some(change)
@@ -111,5 +116,15 @@ fn create_resource(f: &mut Fields<'_>) -> Option<NewResource> {
     let hold_ttl_seconds = f.nullable("hold_ttl_seconds", fields::integer(1, i32::MAX));
     let offer_ttl_seconds = f.nullable("offer_ttl_seconds", fields::integer(1, i32::MAX));
     let metadata = f.metadata("metadata").unwrap_or_default();
-    Some(NewResource { name: name?, capacity, authority, upstream_ref, hold_ttl_seconds, offer_ttl_seconds, metadata })
+    let calendar = f.calendar();
+    Some(NewResource {
+        name: name?,
+        capacity,
+        authority,
+        upstream_ref,
+        hold_ttl_seconds,
+        offer_ttl_seconds,
+        metadata,
+        calendar,
+    })
 }

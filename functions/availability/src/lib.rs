@@ -2,7 +2,8 @@
 //! (what is taken and what is free in a window), `GET /v1/reservations` (the caller's
 //! list; everyone's for admins), `GET /v1/reservations/{id}`,
 //! `GET /v1/resources/{id}/waitlist` (a resource's queue, admins only),
-//! `GET /v1/waitlist/{id}`, `GET /v1/health` and `GET /v1/problems/{slug}` (the page
+//! `GET /v1/resources/{id}/slots` and `GET /v1/slots` (bookable starts of one or several
+//! resources, after their calendar rules), `GET /v1/waitlist/{id}`, `GET /v1/health` and `GET /v1/problems/{slug}` (the page
 //! a problem's `type` leads to). Reads take no locks. For an upstream
 //! resource the upstream's claims are merged in as `EXTERNAL`, read through the shared
 //! single-flight cache behind the breaker.
@@ -30,35 +31,17 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         Op::GetProblem => return problem_page(matched.id),
         _ => {}
     }
-    let who = principal(req, &state.config)?;
     let now = state.clock.now();
+    let calendar = matches!(matched.spec.op, Op::GetAvailability | Op::GetSlots | Op::FindSlots);
+    if calendar && state.config.public_calendar {
+        // Public calendar: no principal asked for (these answers name no owner).
+        return calendar_read(state, req, &matched, now).await;
+    }
+    let who = principal(req, &state.config)?;
+    if calendar {
+        return calendar_read(state, req, &matched, now).await;
+    }
     let reply = match matched.spec.op {
-        Op::GetAvailability => {
-            let id = matched.id(ApiError::ResourceNotFound)?;
-            let (from, to) = window(req)?;
-            booking::check_window(from, to, state.config.max_availability_window)?;
-            let resource = booking::get_resource(&state.pool.get().await?, id).await?;
-            // No connection is held while the upstream's view is read: it takes its own.
-            let external = match (&resource.upstream_ref, &state.upstream) {
-                (Some(seat), Some(upstream)) => {
-                    let cfg = &state.config.upstream;
-                    match cache::view(&state.pool, state.clock.as_ref(), upstream.as_ref(), cfg, seat, from, to).await?
-                    {
-                        Ok(blocks) => Some(blocks),
-                        Err(UpstreamError::Unavailable { retry_after_seconds }) => {
-                            return Err(ApiError::UpstreamUnavailable { retry_after: retry_after_seconds });
-                        }
-                        Err(_) => return Err(ApiError::UpstreamUnavailable { retry_after: 1 }),
-                    }
-                }
-                _ => None,
-            };
-            let client = state.pool.get().await?;
-            Reply::json(
-                StatusCode::OK,
-                &booking::availability(&client, &resource, from, to, external.as_deref(), now).await?,
-            )
-        }
         Op::ListReservations => {
             let (filter, page) = reservations_query(req, &who)?;
             let client = state.pool.get().await?;
@@ -87,6 +70,194 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         _ => return Err(ApiError::RouteNotFound),
     };
     Ok(reply.into_response())
+}
+
+/// The calendar reads: availability and slots. They show what is taken and free, never
+/// who holds it nor its metadata, which is what lets `PUBLIC_CALENDAR` open them.
+async fn calendar_read(
+    state: &AppState,
+    req: &Request,
+    matched: &shared::http::Matched<'_>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Response<Body>, ApiError> {
+    let reply = match matched.spec.op {
+        Op::GetAvailability => {
+            let id = matched.id(ApiError::ResourceNotFound)?;
+            let (from, to) = window(req)?;
+            booking::check_window(from, to, state.config.max_availability_window)?;
+            let resource = booking::get_resource(&state.pool.get().await?, id).await?;
+            let external = external_view(state, &resource, from, to).await?;
+            let client = state.pool.get().await?;
+            Reply::json(
+                StatusCode::OK,
+                &booking::availability(&client, &resource, from, to, external.as_deref(), now).await?,
+            )
+        }
+        Op::GetSlots => {
+            let id = matched.id(ApiError::ResourceNotFound)?;
+            let ask = slots_query(req)?;
+            booking::check_window(ask.from, ask.to, state.config.max_availability_window)?;
+            let resource = booking::get_resource(&state.pool.get().await?, id).await?;
+            let external = external_view(state, &resource, ask.from, ask.to).await?;
+            let client = state.pool.get().await?;
+            let slots =
+                booking::slots(&client, &resource, ask, external.as_deref(), state.config.limits(), now).await?;
+            Reply::json(StatusCode::OK, &Slots { slots })
+        }
+        Op::FindSlots => {
+            let ask = slots_query(req)?;
+            booking::check_window(ask.from, ask.to, state.config.max_availability_window)?;
+            let ids = resource_ids(req)?;
+            let mut resources = Vec::with_capacity(ids.len());
+            for id in ids {
+                let resource = booking::get_resource(&state.pool.get().await?, id).await?;
+                let external = external_view(state, &resource, ask.from, ask.to).await?;
+                let client = state.pool.get().await?;
+                let slots =
+                    booking::slots(&client, &resource, ask, external.as_deref(), state.config.limits(), now).await?;
+                resources.push(ResourceSlots { resource_id: id, free: !slots.is_empty(), slots });
+            }
+            Reply::json(StatusCode::OK, &FoundSlots { resources })
+        }
+        _ => return Err(ApiError::RouteNotFound),
+    };
+    Ok(reply.into_response())
+}
+
+/// The upstream's view of an upstream resource's seat over `[from, to)`, through the
+/// cache; `None` for a local resource. No connection is held while it is read: it
+/// takes its own.
+async fn external_view(
+    state: &AppState,
+    resource: &shared::domain::Resource,
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<Vec<shared::upstream::Block>>, ApiError> {
+    let (Some(seat), Some(upstream)) = (&resource.upstream_ref, &state.upstream) else { return Ok(None) };
+    let cfg = &state.config.upstream;
+    match cache::view(&state.pool, state.clock.as_ref(), upstream.as_ref(), cfg, seat, from, to).await? {
+        Ok(blocks) => Ok(Some(blocks)),
+        Err(UpstreamError::Unavailable { retry_after_seconds }) => {
+            Err(ApiError::UpstreamUnavailable { retry_after: retry_after_seconds })
+        }
+        Err(_) => Err(ApiError::UpstreamUnavailable { retry_after: 1 }),
+    }
+}
+
+#[derive(Serialize)]
+struct Slots {
+    slots: Vec<shared::domain::calendar::Slot>,
+}
+
+#[derive(Serialize)]
+struct ResourceSlots {
+    resource_id: uuid::Uuid,
+    /// Whether any start fits.
+    free: bool,
+    slots: Vec<shared::domain::calendar::Slot>,
+}
+
+#[derive(Serialize)]
+struct FoundSlots {
+    resources: Vec<ResourceSlots>,
+}
+
+/// At most this many resources in one `GET /v1/slots`.
+const MAX_RESOURCES: usize = 20;
+
+/// The `resource_id`s of `GET /v1/slots`: 1 to [`MAX_RESOURCES`] UUIDs, each once.
+fn resource_ids(req: &Request) -> Result<Vec<uuid::Uuid>, ApiError> {
+    let raw = shared::http::query_params(req, "resource_id")?;
+    if raw.is_empty() || raw.len() > MAX_RESOURCES {
+        return Err(ApiError::validation("resource_id", format!("must be given 1 to {MAX_RESOURCES} times")));
+    }
+    let mut ids = Vec::with_capacity(raw.len());
+    for r in raw {
+        let id = shared::http::fields::uuid(&serde_json::Value::String(r))
+            .map_err(|message| ApiError::validation("resource_id", message))?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
+/// `from`, `to`, `duration` (ISO 8601, such as `PT1H` or `PT30M`) and `quantity`
+/// (default 1) of a slots read.
+fn slots_query(req: &Request) -> Result<booking::SlotsRequest, ApiError> {
+    let window = window(req);
+    let mut errors = match &window {
+        Err(ApiError::Validation(errors)) => errors.clone(),
+        _ => Vec::new(),
+    };
+    let duration = match query_param(req, "duration") {
+        None => {
+            errors.push(shared::domain::FieldError::new("duration", "is required"));
+            None
+        }
+        Some(raw) => match iso_duration(&raw) {
+            Some(d) => Some(d),
+            None => {
+                errors.push(shared::domain::FieldError::new(
+                    "duration",
+                    "must be an ISO 8601 duration of days, hours and minutes, such as PT1H or PT30M",
+                ));
+                None
+            }
+        },
+    };
+    let quantity = match query_param(req, "quantity") {
+        None => Some(1),
+        Some(raw) => match raw.parse::<i32>() {
+            Ok(q) if q >= 1 => Some(q),
+            _ => {
+                errors.push(shared::domain::FieldError::new("quantity", "must be a whole number of at least 1"));
+                None
+            }
+        },
+    };
+    match (window, duration, quantity) {
+        (Ok((from, to)), Some(duration), Some(quantity)) if errors.is_empty() => {
+            Ok(booking::SlotsRequest { from, to, duration, quantity })
+        }
+        _ => Err(ApiError::Validation(errors)),
+    }
+}
+
+/// An ISO 8601 duration of whole days, hours and minutes: `P1D`, `PT1H30M`, `PT45M`.
+fn iso_duration(s: &str) -> Option<chrono::Duration> {
+    let rest = s.strip_prefix('P')?;
+    let (days, time) = match rest.split_once('T') {
+        Some((d, t)) => (d, Some(t)),
+        None => (rest, None),
+    };
+    let mut total = chrono::Duration::zero();
+    let mut any = false;
+    let mut read = |part: &str, units: &[(char, i64)]| -> Option<()> {
+        let mut number = String::new();
+        let mut next = 0;
+        for c in part.chars() {
+            if c.is_ascii_digit() {
+                number.push(c);
+                continue;
+            }
+            let at = units.iter().skip(next).position(|(u, _)| *u == c)? + next;
+            let n: i64 = number.parse().ok().filter(|_| number.len() <= 6)?;
+            total += chrono::Duration::minutes(n * units[at].1);
+            any = true;
+            number.clear();
+            next = at + 1;
+        }
+        number.is_empty().then_some(())
+    };
+    read(days, &[('D', 1440)])?;
+    if let Some(time) = time {
+        if time.is_empty() {
+            return None;
+        }
+        read(time, &[('H', 60), ('M', 1)])?;
+    }
+    any.then_some(total)
 }
 
 fn window(req: &Request) -> Result<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>), ApiError> {
@@ -130,7 +301,7 @@ async fn health(state: &AppState) -> Result<Response<Body>, ApiError> {
 
 #[cfg(test)]
 mod tests {
-    use super::window;
+    use super::{iso_duration, window};
     use shared::http::ApiError;
 
     fn get(uri: &str) -> lambda_http::Request {
@@ -142,6 +313,18 @@ mod tests {
         let (from, to) = window(&get("/x?from=2027-03-15T10:00:00%2B02:00&to=2027-03-15T12:00:00Z")).unwrap();
         assert_eq!(from.to_rfc3339(), "2027-03-15T08:00:00+00:00");
         assert_eq!(to.to_rfc3339(), "2027-03-15T12:00:00+00:00");
+    }
+
+    #[test]
+    fn durations_are_iso_8601_days_hours_and_minutes() {
+        let minutes = |s: &str| iso_duration(s).map(|d| d.num_minutes());
+        assert_eq!(minutes("PT1H"), Some(60));
+        assert_eq!(minutes("PT1H30M"), Some(90));
+        assert_eq!(minutes("P1DT2H"), Some(1560));
+        assert_eq!(minutes("PT45M"), Some(45));
+        for bad in ["", "P", "PT", "1H", "PT1M1H", "PT1.5H", "PT1S", "P1W", "PT-1H"] {
+            assert_eq!(minutes(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -2,7 +2,8 @@
 
 use super::{BookingError, invalid};
 use crate::db::{GenericClient, reservations};
-use crate::domain::{Authority, Claim, FreePiece, Principal, Reservation, Resource, Status, free_pieces};
+use crate::domain::calendar::Slot;
+use crate::domain::{Authority, Claim, FieldError, FreePiece, Limits, Principal, Reservation, Resource, Status};
 use crate::upstream::Block;
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -83,6 +84,8 @@ pub async fn availability(
         (_, e) => e.unwrap_or(&[]),
     };
     let active = reservations::active_in_window(c, resource.id, from, to, now).await?;
+    // Bookings just outside the window still reach into it with their buffers.
+    let mut claims = super::calendar::kept_around(c, resource, from, to, now).await?;
     let mut taken: Vec<Taken> = active
         .iter()
         .map(|r| Taken {
@@ -99,14 +102,71 @@ pub async fn availability(
         taken.push(Taken { start: b.start, end: b.end, quantity: 1, status: TakenStatus::External, expires_at: None });
     }
     taken.sort_by_key(|t| (t.start, t.end));
-    let claims: Vec<Claim> =
-        taken.iter().map(|t| Claim { start: t.start, end: t.end, quantity: t.quantity.into() }).collect();
+    claims.extend(taken.iter().filter(|t| t.status == TakenStatus::External).map(|t| Claim {
+        start: t.start,
+        end: t.end,
+        quantity: t.quantity.into(),
+    }));
     Ok(Availability {
         resource_id: resource.id,
         capacity: resource.capacity,
         from,
         to,
-        free: free_pieces(from, to, resource.capacity.into(), &claims),
+        // After the hours, the exceptions and the buffers.
+        free: resource.calendar.free(from, to, resource.capacity.into(), &claims),
         taken,
     })
+}
+
+/// What a slots read asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotsRequest {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub duration: Duration,
+    pub quantity: i32,
+}
+
+/// The bookable starts of a resource in a window: on its grid (or every `duration`
+/// from local midnight), after its hours, buffers, notice and advance, and the load
+/// as this read sees it (a read without locks: a reserve still decides).
+pub async fn slots(
+    c: &impl GenericClient,
+    resource: &Resource,
+    req: SlotsRequest,
+    external: Option<&[Block]>,
+    limits: Limits,
+    now: DateTime<Utc>,
+) -> Result<Vec<Slot>, BookingError> {
+    let mut errors = Vec::new();
+    if req.duration < Duration::minutes(1) || req.duration > limits.max_duration {
+        errors.push(FieldError::new(
+            "duration",
+            format!("must be from 1 minute to {} minutes", limits.max_duration.num_minutes()),
+        ));
+    }
+    if !(1..=resource.capacity).contains(&req.quantity) {
+        errors.push(FieldError::new("quantity", format!("must be from 1 to the capacity of {}", resource.capacity)));
+    }
+    if !errors.is_empty() {
+        return Err(BookingError::Validation(errors));
+    }
+    let external = match (resource.authority, external) {
+        (Authority::Upstream, None) => return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 5 }),
+        (_, e) => e.unwrap_or(&[]),
+    };
+    let mut claims = super::calendar::kept_around(c, resource, req.from, req.to, now).await?;
+    let near = reservations::active_in_window(c, resource.id, req.from, req.to, now).await?;
+    let ours = |b: &Block| near.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
+    claims.extend(external.iter().filter(|b| !ours(b)).map(|b| Claim { start: b.start, end: b.end, quantity: 1 }));
+    Ok(resource.calendar.slots(
+        req.from,
+        req.to,
+        req.duration,
+        req.quantity,
+        resource.capacity,
+        &claims,
+        now,
+        now + limits.horizon,
+    ))
 }

@@ -68,7 +68,9 @@ pub async fn hand_over(
     }
     let mut offered = 0;
     loop {
-        let step = offer_range(tx, resource, start, end, now).await?;
+        // Freed time frees its buffers too: entries beside it may fit now.
+        let reach = resource.calendar.reach();
+        let step = offer_range(tx, resource, start - reach, end + reach, now).await?;
         offered += step.offered;
         // Each round expires holds the rounds before did not: the loop ends.
         let Some(next) = span(&step.expired) else { return Ok(offered) };
@@ -129,6 +131,15 @@ async fn offer_range(
             page.iter().map(|e| e.start).min().unwrap_or(start).min(start),
             page.iter().map(|e| e.end).max().unwrap_or(end).max(end),
         );
+        // With calendar rules, the ranges the bookings around keep, for the buffers;
+        // on capacity 1 the lapsed holds whose buffers could meet an offer are written
+        // down first (see `calendar::judge`).
+        let rules = super::calendar::applies(resource);
+        if rules && resource.capacity == 1 {
+            step.expired.extend(super::calendar::expire_lapsed_near(tx, resource, window.0, window.1, now).await?);
+        }
+        let mut kept =
+            if rules { super::calendar::kept_around(tx, resource, window.0, window.1, now).await? } else { Vec::new() };
         let mut claims: Vec<Claim> = reservations::active_in_window(tx, resource.id, window.0, window.1, now)
             .await?
             .iter()
@@ -143,10 +154,19 @@ async fn offer_range(
             if peak_load(entry.start, entry.end, &claims) + quantity > capacity {
                 continue;
             }
+            if rules
+                && super::calendar::offerable(resource, entry.start, entry.end, entry.quantity, &kept, now).is_err()
+            {
+                // Outside the rules in force now (a changed schedule, notice that ran
+                // out, a neighbour's buffer): it keeps its place, and is not offered.
+                continue;
+            }
             let inserted = offer(tx, resource, entry, now).await?;
             step.expired.extend(inserted.expired);
             if let Some(offer) = inserted.reservation {
                 claims.push(offer.claim());
+                let (from, to) = resource.calendar.buffered(offer.start, offer.end);
+                kept.push(Claim { start: from, end: to, quantity: offer.quantity.into() });
                 step.offered += 1;
             }
         }

@@ -15,6 +15,7 @@
 //! pipelined statements were seen to run out of order, against this order.
 
 mod availability;
+mod calendar;
 mod confirm;
 mod cursor;
 mod handover;
@@ -27,7 +28,9 @@ pub mod sweep;
 mod waitlist;
 pub mod waits;
 
-pub use availability::{Availability, Taken, TakenStatus, availability, check_window, get_reservation};
+pub use availability::{
+    Availability, SlotsRequest, Taken, TakenStatus, availability, check_window, get_reservation, slots,
+};
 pub use confirm::{Confirmed, confirm};
 pub use cursor::CursorKey;
 pub use handover::{hand_over, on_freed};
@@ -44,7 +47,7 @@ pub use resources::{
 pub use waitlist::{JoinRequest, Joined, get_entry, join_waitlist, leave_waitlist};
 
 use crate::db::{self, DbError};
-use crate::domain::{FieldError, Status};
+use crate::domain::{FieldError, Rule, Status};
 
 /// Expected outcomes that are not successes, and the one unexpected kind (`Db`).
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +77,9 @@ pub enum BookingError {
     RescheduleNotSupported,
     #[error("the capacity is in use ahead")]
     CapacityInUse { peak: i64 },
+    /// The range breaks one of the resource's calendar rules.
+    #[error("the range breaks the calendar rule {}", .0.as_str())]
+    OutsideSchedule(Rule),
     #[error(transparent)]
     Db(#[from] DbError),
 }

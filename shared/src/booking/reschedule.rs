@@ -5,9 +5,9 @@
 //! waitlist in the same transaction.
 
 use super::release::lock_owned;
-use super::{BookingError, hand_over, invalid, on_freed};
+use super::{BookingError, calendar, hand_over, invalid, on_freed};
 use crate::db::{GenericClient, reservations};
-use crate::domain::{Authority, Limits, Metadata, Principal, Reservation, Status, validate_range};
+use crate::domain::{Authority, Judge, Limits, Metadata, Principal, Reservation, Status, validate_range};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -75,6 +75,10 @@ pub async fn reschedule(
         if quantity > resource.capacity {
             return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
         }
+        // Judged as a new booking would be, under the lock lock_owned took; a booking
+        // that keeps its start is not judged again on notice, advance and grid.
+        let judge = if change.start.is_none() { Judge::KeepsStart } else { Judge::Everything };
+        calendar::judge(tx, &resource, start, end, quantity, Some(id), judge, now).await?;
     }
     let metadata = change.metadata.unwrap_or_else(|| r.metadata.clone());
     let moved = reservations::move_if_fits(

@@ -3,10 +3,11 @@
 //! migration V7); upstream resources and lapsed capacity owed to the waitlist take the
 //! general path, in the same transaction.
 
-use super::{BookingError, get_resource, invalid, on_freed};
+use super::{BookingError, calendar, get_resource, invalid, on_freed};
 use crate::db::{DbError, GenericClient, intents, outbox, reservations, resources};
 use crate::domain::{
-    Authority, Intent, IntentState, Limits, Metadata, Principal, Reservation, Resource, Source, Status, validate_range,
+    Authority, Intent, IntentState, Judge, Limits, Metadata, Principal, Reservation, Resource, Source, Status,
+    validate_range,
 };
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
@@ -129,6 +130,9 @@ pub async fn reserve(
     if req.quantity > pre.resource.capacity {
         return Err(invalid("quantity", format!("must not exceed the capacity of {}", pre.resource.capacity)));
     }
+    // The rules as the look saw them, so that a range no rule allows is refused as
+    // such rather than as taken; judged again under the lock below.
+    pre.resource.calendar.judge(req.start, req.end, now, Judge::Everything).map_err(BookingError::OutsideSchedule)?;
     let upstream = pre.resource.authority == Authority::Upstream;
     if upstream && req.confirm {
         upstream_reachable(tx, now).await?;
@@ -151,6 +155,8 @@ pub async fn reserve(
     if req.quantity > resource.capacity {
         return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
     }
+    // The calendar rules in force now: a change of them waits for this lock.
+    calendar::judge(tx, &resource, req.start, req.end, req.quantity, None, Judge::Everything, now).await?;
     if pre.lapsed {
         // Capacity that lapsed goes to the waitlist first, not to whoever asks next.
         let lapsed = reservations::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;

@@ -9,7 +9,7 @@
 
 use super::{BookingError, hand_over, on_freed};
 use crate::db::{GenericClient, reservations, resources, waitlist};
-use crate::domain::{Authority, FieldError, Limits, Metadata, Principal, Resource};
+use crate::domain::{Authority, CalendarChange, CalendarRules, FieldError, Limits, Metadata, Principal, Resource};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -21,6 +21,8 @@ pub struct NewResource {
     pub hold_ttl_seconds: Option<i32>,
     pub offer_ttl_seconds: Option<i32>,
     pub metadata: Metadata,
+    /// The calendar rules given; the rest are the defaults (UTC, always open).
+    pub calendar: CalendarChange,
 }
 
 pub struct ResourceDefaults {
@@ -73,6 +75,7 @@ pub async fn create_resource(
             metadata: &new.metadata,
             created_by: &by.id,
             created_at: now,
+            calendar: &new.calendar.apply(&CalendarRules::default()),
         },
     )
     .await?)
@@ -115,6 +118,9 @@ pub struct ResourceChange {
     pub hold_ttl_seconds: Option<i32>,
     pub offer_ttl_seconds: Option<i32>,
     pub metadata: Option<Metadata>,
+    /// New calendar rules: they judge reservations made from now on; those already
+    /// made stay as they are.
+    pub calendar: CalendarChange,
 }
 
 /// Changes a resource's settings. A higher capacity is offered to the waitlist at
@@ -149,6 +155,7 @@ pub async fn update_resource(
         hold_ttl_seconds: change.hold_ttl_seconds.unwrap_or(current.hold_ttl_seconds),
         offer_ttl_seconds: change.offer_ttl_seconds.unwrap_or(current.offer_ttl_seconds),
         metadata: change.metadata.as_ref().unwrap_or(&current.metadata),
+        calendar: &change.calendar.apply(&current.calendar),
     };
     if capacity == current.capacity {
         return Ok(resources::update_settings(tx, id, &settings, now).await?);

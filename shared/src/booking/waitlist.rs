@@ -8,7 +8,9 @@ use super::handover::{hand_over, on_freed};
 use super::reserve::Approval;
 use super::{BookingError, invalid};
 use crate::db::{GenericClient, intents, reservations, resources, waitlist};
-use crate::domain::{Authority, IntentState, Limits, Principal, Status, WaitlistEntry, WaitlistStatus, validate_range};
+use crate::domain::{
+    Authority, IntentState, Judge, Limits, Principal, Status, WaitlistEntry, WaitlistStatus, validate_range,
+};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -59,6 +61,9 @@ pub async fn join_waitlist(
     if req.quantity > resource.capacity {
         return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
     }
+    // Waiting for a range no rule allows would wait for ever; the buffers are judged
+    // when capacity is handed over.
+    resource.calendar.judge(req.start, req.end, now, Judge::Everything).map_err(BookingError::OutsideSchedule)?;
     if req.auto_book && resource.authority != Authority::Upstream {
         return Err(invalid("auto_book", "is only for resources whose authority is upstream"));
     }

@@ -70,6 +70,8 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("reservations::RESOURCE_OF", reservations::RESOURCE_OF),
     ("reservations::SET_STATUS", reservations::SET_STATUS),
     ("reservations::ACTIVE_IN_WINDOW", reservations::ACTIVE_IN_WINDOW),
+    ("reservations::KEPT_NEAR", reservations::KEPT_NEAR),
+    ("reservations::EXPIRE_LAPSED_KEEPING_BUFFERS", reservations::EXPIRE_LAPSED_KEEPING_BUFFERS),
     ("reservations::LIST_BY_OWNER", reservations::LIST_BY_OWNER),
     ("reservations::LIST_BY_RESOURCE", reservations::LIST_BY_RESOURCE),
     ("reservations::LIST_ALL", reservations::LIST_ALL),

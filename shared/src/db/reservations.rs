@@ -102,7 +102,9 @@ pub const HOLD: &str =
 /// was taken at that instant), so a burst of losers never queues on the resource lock
 /// nor waits for a disk flush; only requests that may fit go on to the locked insert.
 pub const PRECHECK: &str = "SELECT r.id, r.name, r.capacity, r.authority, r.upstream_ref, r.hold_ttl_seconds, \
-     r.offer_ttl_seconds, r.metadata, r.archived_at, r.created_at, r.updated_at, l.peak AS load, l.lapsed \
+     r.offer_ttl_seconds, r.metadata, r.archived_at, r.created_at, r.updated_at, r.time_zone, r.schedule, \
+     r.buffer_before_minutes, r.buffer_after_minutes, r.min_notice_minutes, r.max_advance_days, r.slot_minutes, \
+     l.peak AS load, l.lapsed \
      FROM resources r, reservation_load($1, $2, $3, $4) l WHERE r.id = $1";
 
 /// Writes down the lapse of the holds that overlap a range (`$3` NULL: unbounded), so
@@ -115,6 +117,30 @@ pub const EXPIRE_LAPSED_OVERLAPPING: &str = concat!(
         UPDATE reservations SET status = 'EXPIRED', updated_at = $4, acted_by = NULL
         WHERE resource_id = $1 AND status = 'HELD' AND expires_at <= $4
           AND period && tstzrange($2, $3, '[)')
+        RETURNING "#,
+    columns!(),
+    r#"
+    ), ev AS (
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT 'reservation.expired', exp.id, "#,
+    event_payload!("exp"),
+    r#", $4, $4 FROM exp
+    )
+    SELECT "#,
+    columns!(),
+    r#" FROM exp"#
+);
+
+/// [`EXPIRE_LAPSED_OVERLAPPING`] for the lapsed holds that keep buffers (`buffered`
+/// wider than `period`, V12) and whose kept range meets `[$2, $3)`: those a new
+/// booking without buffers of its own could still meet.
+pub const EXPIRE_LAPSED_KEEPING_BUFFERS: &str = concat!(
+    r#"
+    WITH exp AS (
+        UPDATE reservations SET status = 'EXPIRED', updated_at = $4, acted_by = NULL
+        WHERE resource_id = $1 AND status = 'HELD' AND expires_at <= $4
+          AND period && tstzrange($2::timestamptz - interval '1 day', $3::timestamptz + interval '1 day', '[)')
+          AND buffered && tstzrange($2, $3, '[)') AND buffered <> period
         RETURNING "#,
     columns!(),
     r#"
@@ -213,6 +239,19 @@ pub const ACTIVE_IN_WINDOW: &str = concat!(
       AND NOT (status = 'HELD' AND expires_at <= $4)
     ORDER BY starts_at, ends_at, id"#
 );
+
+/// The active bookings (lapsed holds left out) whose kept range (`buffered`, V12)
+/// meets `[$2, $3)`, with their periods: what a new booking's buffers are judged
+/// against. A buffer is at most a day, so their periods lie within a day of the window
+/// (which the period's index finds).
+pub const KEPT_NEAR: &str = r#"
+    SELECT id, starts_at, ends_at, lower(buffered) AS kept_from, upper(buffered) AS kept_to, quantity
+    FROM reservations
+    WHERE resource_id = $1 AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+      AND period && tstzrange($2::timestamptz - interval '1 day', $3::timestamptz + interval '1 day', '[)')
+      AND buffered && tstzrange($2, $3, '[)')
+      AND NOT (status = 'HELD' AND expires_at <= $4)
+    ORDER BY starts_at, id"#;
 
 /// A page of a reservations list, newest first: the rows that `$scope` and the filters
 /// keep, after the keyset position `($7, $8)` (none: from the newest), at most `$9` of
@@ -425,6 +464,18 @@ pub async fn expire_lapsed_overlapping(
     c.query(&stmt, &[&resource_id, &start, &end, &now]).await?.iter().map(from_row).collect()
 }
 
+/// See [`EXPIRE_LAPSED_KEEPING_BUFFERS`].
+pub async fn expire_lapsed_keeping_buffers(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Reservation>, DbError> {
+    let stmt = c.prepare_cached(EXPIRE_LAPSED_KEEPING_BUFFERS).await?;
+    c.query(&stmt, &[&resource_id, &start, &end, &now]).await?.iter().map(from_row).collect()
+}
+
 /// See [`CLAIM_LAPSED`]: the expired holds of one resource, all of one resource.
 pub async fn claim_lapsed(c: &impl GenericClient, now: DateTime<Utc>, limit: i64) -> Result<Vec<Reservation>, DbError> {
     let stmt = c.prepare_cached(CLAIM_LAPSED).await?;
@@ -545,6 +596,36 @@ fn event_kind(status: Status) -> Option<&'static str> {
         // The intent records the hand-off to the system of record.
         Status::Confirming => None,
     }
+}
+
+/// An active booking as buffers see it: its own range and the range it keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct Kept {
+    pub id: Uuid,
+    pub claim: Claim,
+    pub kept: Claim,
+}
+
+/// See [`KEPT_NEAR`].
+pub async fn kept_near(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Kept>, DbError> {
+    let stmt = c.prepare_cached(KEPT_NEAR).await?;
+    let rows = c.query(&stmt, &[&resource_id, &from, &to, &now]).await?;
+    rows.iter()
+        .map(|row| {
+            let quantity = i64::from(row.try_get::<_, i32>("quantity")?);
+            Ok(Kept {
+                id: row.try_get("id")?,
+                claim: Claim { start: row.try_get("starts_at")?, end: row.try_get("ends_at")?, quantity },
+                kept: Claim { start: row.try_get("kept_from")?, end: row.try_get("kept_to")?, quantity },
+            })
+        })
+        .collect()
 }
 
 pub async fn active_in_window(

@@ -1,8 +1,10 @@
 //! SQL for the `resources` table.
 
 use super::{DbError, GenericClient};
+use crate::domain::calendar::{CalendarRules, Schedule, parse_time_zone};
 use crate::domain::{Authority, Metadata, Resource};
 use chrono::{DateTime, Utc};
+use serde_json::Value;
 use tokio_postgres::Row;
 use tokio_postgres::types::Json;
 use uuid::Uuid;
@@ -10,14 +12,16 @@ use uuid::Uuid;
 macro_rules! columns {
     () => {
         "id, name, capacity, authority, upstream_ref, hold_ttl_seconds, offer_ttl_seconds, metadata, archived_at, \
-         created_at, updated_at"
+         created_at, updated_at, time_zone, schedule, buffer_before_minutes, buffer_after_minutes, \
+         min_notice_minutes, max_advance_days, slot_minutes"
     };
 }
 
 pub const INSERT: &str = concat!(
     "INSERT INTO resources (id, name, capacity, authority, upstream_ref, hold_ttl_seconds, ",
-    "offer_ttl_seconds, metadata, created_by, created_at, updated_at) ",
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ",
+    "offer_ttl_seconds, metadata, created_by, created_at, updated_at, time_zone, schedule, ",
+    "buffer_before_minutes, buffer_after_minutes, min_notice_minutes, max_advance_days, slot_minutes) ",
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $15, $16, $17) ",
     "RETURNING ",
     columns!()
 );
@@ -34,10 +38,13 @@ pub const LOCK: &str = concat!("SELECT ", columns!(), " FROM resources WHERE id 
 pub const LOCK_FOR_CHANGE: &str = concat!("SELECT ", columns!(), " FROM resources WHERE id = $1 FOR UPDATE");
 
 /// Writes a resource's changeable settings; a new capacity cascades into the attached
-/// reservations (migration V9). Run under [`LOCK_FOR_CHANGE`].
+/// reservations (migration V9). Run under [`LOCK_FOR_CHANGE`], which also keeps a
+/// change of the calendar rules from interleaving with a reserve that judges them.
 pub const UPDATE_SETTINGS: &str = concat!(
     "UPDATE resources SET name = $2, capacity = $3, hold_ttl_seconds = $4, offer_ttl_seconds = $5, ",
-    "metadata = $6, updated_at = $7 WHERE id = $1 RETURNING ",
+    "metadata = $6, updated_at = $7, time_zone = $8, schedule = $9, buffer_before_minutes = $10, ",
+    "buffer_after_minutes = $11, min_notice_minutes = $12, max_advance_days = $13, slot_minutes = $14 ",
+    "WHERE id = $1 RETURNING ",
     columns!()
 );
 
@@ -75,6 +82,7 @@ pub struct NewResource<'a> {
     pub metadata: &'a Metadata,
     pub created_by: &'a str,
     pub created_at: DateTime<Utc>,
+    pub calendar: &'a CalendarRules,
 }
 
 pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resource, DbError> {
@@ -93,6 +101,13 @@ pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resou
                 &Json(r.metadata),
                 &r.created_by,
                 &r.created_at,
+                &r.calendar.time_zone.name(),
+                &schedule_json(r.calendar),
+                &r.calendar.buffer_before_minutes,
+                &r.calendar.buffer_after_minutes,
+                &r.calendar.min_notice_minutes,
+                &r.calendar.max_advance_days,
+                &r.calendar.slot_minutes,
             ],
         )
         .await?;
@@ -135,6 +150,7 @@ pub struct Settings<'a> {
     pub hold_ttl_seconds: i32,
     pub offer_ttl_seconds: i32,
     pub metadata: &'a Metadata,
+    pub calendar: &'a CalendarRules,
 }
 
 pub async fn update_settings(
@@ -147,7 +163,22 @@ pub async fn update_settings(
     let row = c
         .query_one(
             &stmt,
-            &[&id, &s.name, &s.capacity, &s.hold_ttl_seconds, &s.offer_ttl_seconds, &Json(s.metadata), &now],
+            &[
+                &id,
+                &s.name,
+                &s.capacity,
+                &s.hold_ttl_seconds,
+                &s.offer_ttl_seconds,
+                &Json(s.metadata),
+                &now,
+                &s.calendar.time_zone.name(),
+                &schedule_json(s.calendar),
+                &s.calendar.buffer_before_minutes,
+                &s.calendar.buffer_after_minutes,
+                &s.calendar.min_notice_minutes,
+                &s.calendar.max_advance_days,
+                &s.calendar.slot_minutes,
+            ],
         )
         .await?;
     from_row(&row)
@@ -171,5 +202,30 @@ pub(crate) fn from_row(row: &Row) -> Result<Resource, DbError> {
         archived_at: row.try_get("archived_at")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
+        calendar: calendar_from_row(row)?,
+    })
+}
+
+fn schedule_json(c: &CalendarRules) -> Option<Json<Value>> {
+    c.schedule.as_ref().map(|s| Json(s.to_json()))
+}
+
+fn calendar_from_row(row: &Row) -> Result<CalendarRules, DbError> {
+    let zone: &str = row.try_get("time_zone")?;
+    let schedule = match row.try_get::<_, Option<Json<Value>>>("schedule")? {
+        None => None,
+        Some(Json(v)) => Some(
+            Schedule::from_json(&v, "schedule")
+                .map_err(|e| DbError::Corrupt(format!("a stored schedule does not read: {e:?}")))?,
+        ),
+    };
+    Ok(CalendarRules {
+        time_zone: parse_time_zone(zone).map_err(|_| DbError::Corrupt(format!("unknown stored time zone {zone:?}")))?,
+        schedule,
+        buffer_before_minutes: row.try_get("buffer_before_minutes")?,
+        buffer_after_minutes: row.try_get("buffer_after_minutes")?,
+        min_notice_minutes: row.try_get("min_notice_minutes")?,
+        max_advance_days: row.try_get("max_advance_days")?,
+        slot_minutes: row.try_get("slot_minutes")?,
     })
 }

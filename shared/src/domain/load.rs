@@ -50,6 +50,15 @@ fn segments(from: DateTime<Utc>, to: DateTime<Utc>, claims: &[Claim]) -> Vec<(Da
     out
 }
 
+/// `[from, to)` as maximal pieces `(start, end, load)` of constant load, in order.
+pub fn load_segments(
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    claims: &[Claim],
+) -> Vec<(DateTime<Utc>, DateTime<Utc>, i64)> {
+    segments(from, to, claims)
+}
+
 /// The free pieces of `[from, to)`: maximal ranges of constant `remaining > 0`.
 pub fn free_pieces(from: DateTime<Utc>, to: DateTime<Utc>, capacity: i64, claims: &[Claim]) -> Vec<FreePiece> {
     segments(from, to, claims)

@@ -1,10 +1,12 @@
 //! The booking vocabulary and its pure rules. Nothing here does I/O or knows about
 //! Lambda; everything here is a value that tests build by hand.
 
+pub mod calendar;
 mod load;
 mod validate;
 
-pub use load::{Claim, FreePiece, free_pieces, peak_load};
+pub use calendar::{CalendarChange, CalendarRules, Judge, Rule, Schedule};
+pub use load::{Claim, FreePiece, free_pieces, load_segments, peak_load};
 pub use validate::{FieldError, Limits, Metadata, validate_metadata, validate_range};
 
 use chrono::{DateTime, Utc};
@@ -80,6 +82,9 @@ pub struct Resource {
     pub metadata: Metadata,
     /// Set once the resource is archived: no new holds, joins or reschedules.
     pub archived_at: Option<DateTime<Utc>>,
+    /// Its time zone, hours, buffers, notice, advance and grid, as fields of its own.
+    #[serde(flatten)]
+    pub calendar: CalendarRules,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

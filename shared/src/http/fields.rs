@@ -28,7 +28,8 @@
 
 use super::ApiError;
 use super::request::Rfc3339;
-use crate::domain::{FieldError, Metadata, validate_metadata};
+use crate::domain::calendar::parse_time_zone;
+use crate::domain::{CalendarChange, FieldError, Metadata, Schedule, validate_metadata};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::cell::RefCell;
@@ -193,6 +194,37 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A field that may be left out, or `null` to clear it: `None` when it is absent
+    /// or bad (and recorded), `Some(None)` for `null`.
+    pub fn clearable<T>(&mut self, name: &'a str, read: impl Fn(&Value) -> Result<T, String>) -> Option<Option<T>> {
+        match self.take(name)? {
+            Value::Null => Some(None),
+            value => self.check(name, read(value)).map(Some),
+        }
+    }
+
+    /// A calendar `schedule` ([`Schedule::from_json`]), `null` clearing it, where
+    /// every bad part is an error of its own, named by its path.
+    pub fn schedule(&mut self, name: &'a str) -> Option<Option<Schedule>> {
+        match self.take(name)? {
+            Value::Null => Some(None),
+            value => Schedule::from_json(value, name).map(Some).map_err(|errors| self.errors.extend(errors)).ok(),
+        }
+    }
+
+    /// The calendar rules of a resource's body, each field optional.
+    pub fn calendar(&mut self) -> CalendarChange {
+        CalendarChange {
+            time_zone: self.optional("time_zone", time_zone),
+            schedule: self.schedule("schedule"),
+            buffer_before_minutes: self.optional("buffer_before_minutes", integer(0, 1440)),
+            buffer_after_minutes: self.optional("buffer_after_minutes", integer(0, 1440)),
+            min_notice_minutes: self.optional("min_notice_minutes", integer(0, 525_600)),
+            max_advance_days: self.clearable("max_advance_days", integer(1, 3660)),
+            slot_minutes: self.clearable("slot_minutes", integer(1, 1440)),
+        }
+    }
+
     /// Every problem found: those of the fields asked for, in the order asked, then
     /// one per field that was not asked for, in name order.
     pub fn finish(mut self) -> Vec<FieldError> {
@@ -267,6 +299,11 @@ pub fn timestamp(v: &Value) -> Result<Rfc3339, String> {
         Some(s) => Rfc3339::parse(s),
         None => Err("must be an RFC 3339 timestamp in a string, such as \"2027-03-15T10:00:00Z\"".into()),
     }
+}
+
+/// An IANA time zone name, such as `Europe/Berlin`.
+pub fn time_zone(v: &Value) -> Result<chrono_tz::Tz, String> {
+    parse_time_zone(v.as_str().unwrap_or(""))
 }
 
 /// `true` or `false`.

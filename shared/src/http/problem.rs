@@ -4,7 +4,7 @@ use super::{PROBLEM_JSON, Reply};
 use crate::booking::BookingError;
 use crate::config::AuthMode;
 use crate::db::DbError;
-use crate::domain::FieldError;
+use crate::domain::{FieldError, Rule};
 use http::StatusCode;
 use serde::Serialize;
 
@@ -160,6 +160,12 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
         description: "A request body must be sent as application/json.",
     },
     ProblemType {
+        slug: "outside-schedule",
+        status: 422,
+        title: "Outside the resource's schedule",
+        description: "The range breaks one of the resource's calendar rules, which `rule` names: `closed_day` (no opening hours on the day of the start), `outside_hours` (not inside one stretch of opening hours), `buffer` (the time kept free around bookings overlaps another booking), `notice` (the start is sooner than the minimum notice), `advance` (the start is further ahead than the maximum advance) or `grid` (the start is not on the grid of starts). The resource's fields show its rules, and `GET /v1/resources/{id}/slots` lists the starts that fit.",
+    },
+    ProblemType {
         slug: "idempotency-key-reused",
         status: 422,
         title: "Idempotency key reused",
@@ -275,6 +281,8 @@ pub enum ApiError {
     IdempotencyKeyInProgress { retry_after: u64 },
     #[error("idempotency key reused")]
     IdempotencyKeyReused,
+    #[error("outside the schedule")]
+    OutsideSchedule { rule: Rule },
     #[error("upstream unavailable")]
     UpstreamUnavailable { retry_after: u64 },
     #[error("database unavailable")]
@@ -319,7 +327,7 @@ impl ApiError {
             ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
             ApiError::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::IdempotencyKeyReused | ApiError::OutsideSchedule { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::UpstreamUnavailable { .. } | ApiError::DatabaseUnavailable(_) | ApiError::DatabaseBusy(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -406,6 +414,11 @@ impl ApiError {
                 "Idempotency key reused",
                 "This idempotency key was used for a different request.".into(),
             ),
+            ApiError::OutsideSchedule { rule } => (
+                "outside-schedule",
+                "Outside the resource's schedule",
+                format!("{} (rule: {})", rule.explain(), rule.as_str()),
+            ),
             ApiError::UpstreamUnavailable { .. } => (
                 "upstream-unavailable",
                 "System of record unavailable",
@@ -464,13 +477,20 @@ impl ApiError {
             instance: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             errors: Option<&'a [FieldError]>,
+            /// The calendar rule an `outside-schedule` range breaks.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            rule: Option<&'static str>,
         }
         let errors = match &self {
             ApiError::Validation(errors) => Some(errors.as_slice()),
             _ => None,
         };
+        let rule = match &self {
+            ApiError::OutsideSchedule { rule } => Some(rule.as_str()),
+            _ => None,
+        };
         let kind = format!("{PROBLEM_BASE}{slug}");
-        let problem = Problem { kind, title, status: status.as_u16(), detail, instance, errors };
+        let problem = Problem { kind, title, status: status.as_u16(), detail, instance, errors, rule };
         let mut reply = Reply::json(status, &problem);
         reply.content_type = PROBLEM_JSON;
         reply.retry_after = match &self {
@@ -531,6 +551,7 @@ impl From<BookingError> for ApiError {
             BookingError::ResourceArchived => ApiError::ResourceArchived,
             BookingError::RescheduleNotSupported => ApiError::RescheduleNotSupported,
             BookingError::CapacityInUse { peak } => ApiError::CapacityInUse { peak },
+            BookingError::OutsideSchedule(rule) => ApiError::OutsideSchedule { rule },
             BookingError::Db(e) => e.into(),
         }
     }
@@ -605,6 +626,7 @@ mod tests {
             ApiError::CapacityInUse { peak: 2 },
             ApiError::IdempotencyKeyInProgress { retry_after: 1 },
             ApiError::IdempotencyKeyReused,
+            ApiError::OutsideSchedule { rule: Rule::Buffer },
             ApiError::UpstreamUnavailable { retry_after: 1 },
             ApiError::DatabaseUnavailable(DbError::Unavailable("x".into())),
             ApiError::Internal("x".into()),

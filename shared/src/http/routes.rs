@@ -34,6 +34,8 @@ pub enum Op {
     UpdateResource,
     ArchiveResource,
     GetAvailability,
+    GetSlots,
+    FindSlots,
     CreateReservation,
     ListReservations,
     GetReservation,
@@ -69,6 +71,8 @@ pub const ROUTES: &[RouteSpec] = &[
         op: Op::GetAvailability,
         function: Function::Availability,
     },
+    RouteSpec { method: "GET", path: "/v1/resources/{id}/slots", op: Op::GetSlots, function: Function::Availability },
+    RouteSpec { method: "GET", path: "/v1/slots", op: Op::FindSlots, function: Function::Availability },
     RouteSpec { method: "POST", path: "/v1/reservations", op: Op::CreateReservation, function: Function::Reserve },
     RouteSpec { method: "GET", path: "/v1/reservations", op: Op::ListReservations, function: Function::Availability },
     RouteSpec {

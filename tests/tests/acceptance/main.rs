@@ -5,6 +5,7 @@
 
 mod alarms;
 mod bad_input;
+mod calendar;
 mod changes;
 mod concurrency;
 mod conventions;

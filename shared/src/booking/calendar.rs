@@ -1,0 +1,115 @@
+//! Judging a range by its resource's calendar rules (`domain::calendar`). Called with
+//! the resource row as its lock returned it, so that a change of the rules (written
+//! under the same lock) and a reserve cannot interleave: the rules judged are those in
+//! force when the booking is written. Every path that makes or moves a booking judges
+//! here: reserve, reschedule and the hand-over to the waitlist (join judges the rules
+//! that do not need the load).
+
+use super::{BookingError, on_freed};
+use crate::db::reservations::Kept;
+use crate::db::{DbError, GenericClient, reservations};
+use crate::domain::{Authority, Claim, Judge, Resource, Rule, peak_load};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// Refuses `[start, end)` for `quantity` with [`BookingError::OutsideSchedule`] when it
+/// breaks a rule of `resource`. A range the bookings already take outright passes
+/// here: the conditional insert refuses it as taken (`slot-unavailable`); only a
+/// range that fits but for the buffers is refused for them. `except` is the booking
+/// a reschedule moves, left out of its own buffers.
+///
+/// On capacity 1 the database keeps the kept ranges apart (V12), and counts a lapsed
+/// hold until it is written down, which the insert does only for the holds its own
+/// range meets: the lapsed holds near enough for their buffers to meet this range are
+/// written down here first, and handed over.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn judge(
+    tx: &impl GenericClient,
+    resource: &Resource,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    quantity: i32,
+    except: Option<Uuid>,
+    judge: Judge,
+    now: DateTime<Utc>,
+) -> Result<(), BookingError> {
+    let rules = &resource.calendar;
+    if !applies(resource) {
+        return Ok(());
+    }
+    rules.judge(start, end, now, judge).map_err(BookingError::OutsideSchedule)?;
+    if resource.capacity == 1 {
+        let reach = rules.lapsed_reach();
+        let lapsed =
+            reservations::expire_lapsed_overlapping(tx, resource.id, start - reach, Some(end + reach), now).await?;
+        on_freed(tx, resource, &lapsed, now).await?;
+    }
+    let (from, to) = rules.buffered(start, end);
+    let near: Vec<Kept> = reservations::kept_near(tx, resource.id, from, to, now)
+        .await?
+        .into_iter()
+        .filter(|k| Some(k.id) != except)
+        .collect();
+    let claims: Vec<Claim> = near.iter().map(|k| k.claim).collect();
+    if peak_load(start, end, &claims) + i64::from(quantity) > i64::from(resource.capacity) {
+        return Ok(());
+    }
+    let kept: Vec<Claim> = near.iter().map(|k| k.kept).collect();
+    rules.judge_buffers(start, end, quantity, resource.capacity, &kept).map_err(BookingError::OutsideSchedule)
+}
+
+/// Whether a resource's bookings are judged here at all: with rules, or, without,
+/// for the buffers that bookings of a single local unit kept from earlier rules (the
+/// database keeps those apart). Any other resource without rules (upstream, or
+/// capacity N) is judged as before the rules existed.
+pub(super) fn applies(resource: &Resource) -> bool {
+    resource.calendar.any() || (resource.capacity == 1 && resource.authority == Authority::Local)
+}
+
+/// Writes down the lapsed holds of a single unit that the database would still count
+/// against a new booking over `[start, end)` with its buffers: with rules, any whose
+/// period a buffer can meet; without, those that keep buffers of their own. Returns
+/// them, for the hand-over.
+pub(super) async fn expire_lapsed_near(
+    tx: &impl GenericClient,
+    resource: &Resource,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Vec<crate::domain::Reservation>, DbError> {
+    let rules = &resource.calendar;
+    if rules.any() {
+        let reach = rules.lapsed_reach();
+        reservations::expire_lapsed_overlapping(tx, resource.id, start - reach, Some(end + reach), now).await
+    } else {
+        reservations::expire_lapsed_keeping_buffers(tx, resource.id, start, end, now).await
+    }
+}
+
+/// The ranges kept by the active bookings that can meet the buffers of a new booking
+/// inside `[from, to)`.
+pub(super) async fn kept_around(
+    c: &impl GenericClient,
+    resource: &Resource,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Claim>, DbError> {
+    let reach = resource.calendar.reach();
+    Ok(reservations::kept_near(c, resource.id, from - reach, to + reach, now).await?.iter().map(|k| k.kept).collect())
+}
+
+/// Whether a waiting entry's range may be offered now: the rules that do not need the
+/// load, then the buffers against `kept` (the ranges the bookings around it keep).
+pub(super) fn offerable(
+    resource: &Resource,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    quantity: i32,
+    kept: &[Claim],
+    now: DateTime<Utc>,
+) -> Result<(), Rule> {
+    let rules = &resource.calendar;
+    rules.judge(start, end, now, Judge::Everything)?;
+    rules.judge_buffers(start, end, quantity, resource.capacity, kept)
+}

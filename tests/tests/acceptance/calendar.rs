@@ -1,0 +1,437 @@
+//! Calendar rules (issue 11): a resource's time zone, opening hours, buffers, notice,
+//! advance and grid, set at creation and by PATCH, judged under the resource lock by
+//! every path that makes a reservation. The clock is fixed, so that the dates (and
+//! their daylight saving) are known.
+
+use acceptance::{TestApp, reservation_path, send, slug};
+use chrono::{DateTime, Utc};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shared::clock::ManualClock;
+use std::sync::Arc;
+use uuid::Uuid;
+
+fn at(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+}
+
+/// A server whose clock reads 2027-01-04T00:00:00Z (a Monday).
+async fn app() -> (TestApp, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(at("2027-01-04T00:00:00Z")));
+    (TestApp::spawn_with_clock(clock.clone()).await, clock)
+}
+
+/// A Berlin office open on weekdays 09:00-12:00 and 13:00-17:00 local time, closed
+/// on 2027-12-24 but for the morning, and on Christmas Day.
+fn office() -> Value {
+    let day = json!([["09:00", "12:00"], ["13:00", "17:00"]]);
+    json!({
+        "name": "Office",
+        "capacity": 1,
+        "time_zone": "Europe/Berlin",
+        "schedule": {
+            "weekly": {"mon": day, "tue": day, "wed": day, "thu": day, "fri": day},
+            "exceptions": [{"date": "2027-12-24", "hours": [["09:00", "12:00"]]}, {"date": "2027-12-25", "hours": []}]
+        }
+    })
+}
+
+async fn create(app: &TestApp, body: &Value) -> (StatusCode, Value) {
+    send(app.post("admin", "/v1/resources", body)).await
+}
+
+async fn reserve(app: &TestApp, who: &str, resource: Uuid, start: &str, end: &str) -> (StatusCode, Value) {
+    app.reserve(who, resource, (start, end), 1).await
+}
+
+fn id(v: &Value) -> Uuid {
+    v["id"].as_str().unwrap().parse().unwrap()
+}
+
+/// The status and the rule of a refusal (`-` when it names none).
+fn refusal(answer: &(StatusCode, Value)) -> (StatusCode, String, String) {
+    let (status, problem) = answer;
+    (*status, slug(problem).to_string(), problem["rule"].as_str().unwrap_or("-").to_string())
+}
+
+fn outside(rule: &str) -> (StatusCode, String, String) {
+    (StatusCode::UNPROCESSABLE_ENTITY, "outside-schedule".into(), rule.into())
+}
+
+async fn patch_resource(app: &TestApp, resource: Uuid, body: Value) {
+    let (status, r) = send(app.patch("admin", &format!("/v1/resources/{resource}"), &body)).await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+}
+
+#[tokio::test]
+async fn a_resource_keeps_the_rules_it_was_created_with_and_a_patch_changes_or_clears_them() {
+    let (app, _) = app().await;
+    let mut body = office();
+    body["buffer_before_minutes"] = json!(10);
+    body["slot_minutes"] = json!(30);
+    let (status, created) = create(&app, &body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["time_zone"], "Europe/Berlin");
+    assert_eq!(created["schedule"], body["schedule"]);
+    assert_eq!(
+        (created["buffer_before_minutes"].clone(), created["buffer_after_minutes"].clone()),
+        (json!(10), json!(0))
+    );
+    assert_eq!((created["slot_minutes"].clone(), created["max_advance_days"].clone()), (json!(30), Value::Null));
+
+    let path = format!("/v1/resources/{}", created["id"].as_str().unwrap());
+    let (status, changed) = send(app.patch(
+        "admin",
+        &path,
+        &json!({"time_zone": "Asia/Kathmandu", "schedule": null, "slot_minutes": null, "max_advance_days": 60}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!((changed["time_zone"].clone(), changed["schedule"].clone()), (json!("Asia/Kathmandu"), Value::Null));
+    assert_eq!((changed["slot_minutes"].clone(), changed["max_advance_days"].clone()), (Value::Null, json!(60)));
+    assert_eq!(changed["buffer_before_minutes"], 10, "what the patch left out stays");
+    let (_, read) = send(app.get("alice", &path)).await;
+    assert_eq!(read, changed);
+
+    let (_, plain) = create(&app, &json!({"name": "Plain"})).await;
+    assert_eq!((plain["time_zone"].clone(), plain["schedule"].clone()), (json!("UTC"), Value::Null));
+}
+
+#[tokio::test]
+async fn bad_rules_are_refused_each_by_its_own_field() {
+    let (app, _) = app().await;
+    let mut body = office();
+    body["time_zone"] = json!("Europe/Atlantis");
+    body["schedule"]["weekly"]["mon"] = json!([["17:00", "09:00"]]);
+    body["schedule"]["weekly"]["someday"] = json!([]);
+    body["schedule"]["exceptions"][0]["date"] = json!("2027-02-30");
+    body["slot_minutes"] = json!(0);
+    body["buffer_after_minutes"] = json!(-5);
+    let (status, problem) = create(&app, &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    let mut fields: Vec<&str> =
+        problem["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap()).collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "buffer_after_minutes",
+            "schedule.exceptions[0]",
+            "schedule.weekly.mon",
+            "schedule.weekly.someday",
+            "slot_minutes",
+            "time_zone"
+        ]
+    );
+    let (status, _) = create(&app, &json!({"name": "x"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn reserving_keeps_to_local_opening_hours_in_winter_and_in_summer_and_to_the_exceptions() {
+    let (app, _) = app().await;
+    let (_, office) = create(&app, &office()).await;
+    let office = id(&office);
+    // Tuesday 2027-01-12: 09:00 in Berlin is 08:00Z (CET).
+    let ok = reserve(&app, "alice", office, "2027-01-12T08:00:00Z", "2027-01-12T09:00:00Z").await;
+    assert_eq!(ok.0, StatusCode::CREATED, "{}", ok.1);
+    let early = reserve(&app, "alice", office, "2027-01-12T07:30:00Z", "2027-01-12T08:30:00Z").await;
+    assert_eq!(refusal(&early), outside("outside_hours"));
+    // Across the lunch break: inside the day, but not inside one stretch of hours.
+    let lunch = reserve(&app, "alice", office, "2027-01-12T10:30:00Z", "2027-01-12T12:30:00Z").await;
+    assert_eq!(refusal(&lunch), outside("outside_hours"));
+    // Tuesday 2027-07-13: 09:00 in Berlin is 07:00Z (CEST).
+    let summer = reserve(&app, "alice", office, "2027-07-13T07:00:00Z", "2027-07-13T08:00:00Z").await;
+    assert_eq!(summer.0, StatusCode::CREATED, "{}", summer.1);
+    // A Saturday, Christmas Day (a Saturday too) and the afternoon of Christmas Eve.
+    let saturday = reserve(&app, "alice", office, "2027-01-16T09:00:00Z", "2027-01-16T10:00:00Z").await;
+    assert_eq!(refusal(&saturday), outside("closed_day"));
+    let eve_morning = reserve(&app, "alice", office, "2027-12-24T08:00:00Z", "2027-12-24T09:00:00Z").await;
+    assert_eq!(eve_morning.0, StatusCode::CREATED, "{}", eve_morning.1);
+    let eve_afternoon = reserve(&app, "alice", office, "2027-12-24T13:00:00Z", "2027-12-24T14:00:00Z").await;
+    assert_eq!(refusal(&eve_afternoon), outside("outside_hours"));
+    // A refusal wrote nothing.
+    let rows: i64 = app.db().await.query_one("SELECT count(*) FROM reservations", &[]).await.unwrap().get(0);
+    assert_eq!(rows, 3);
+}
+
+#[tokio::test]
+async fn notice_advance_and_grid_set_by_a_patch_judge_new_reservations_and_leave_the_old_ones() {
+    let (app, _) = app().await;
+    let room = app.resource(1).await;
+    let before = reserve(&app, "alice", room, "2027-01-04T00:30:00Z", "2027-01-04T01:00:00Z").await;
+    assert_eq!(before.0, StatusCode::CREATED, "{}", before.1);
+    patch_resource(&app, room, json!({"min_notice_minutes": 120, "max_advance_days": 30, "slot_minutes": 30})).await;
+    let soon = reserve(&app, "bob", room, "2027-01-04T01:30:00Z", "2027-01-04T02:00:00Z").await;
+    assert_eq!(refusal(&soon), outside("notice"));
+    let far = reserve(&app, "bob", room, "2027-02-04T01:00:00Z", "2027-02-04T02:00:00Z").await;
+    assert_eq!(refusal(&far), outside("advance"));
+    let off_grid = reserve(&app, "bob", room, "2027-01-05T10:15:00Z", "2027-01-05T11:00:00Z").await;
+    assert_eq!(refusal(&off_grid), outside("grid"));
+    let on_grid = reserve(&app, "bob", room, "2027-01-05T10:30:00Z", "2027-01-05T11:00:00Z").await;
+    assert_eq!(on_grid.0, StatusCode::CREATED, "{}", on_grid.1);
+    let (_, old) = send(app.get("alice", &reservation_path(&before.1["id"]))).await;
+    assert_eq!(old["status"], "HELD", "the rule change left the earlier hold alone");
+}
+
+#[tokio::test]
+async fn buffers_keep_time_free_around_a_booking_and_a_range_taken_outright_is_still_a_conflict() {
+    let (app, _) = app().await;
+    let room = app.resource_with(json!({"name": "Lab", "buffer_before_minutes": 10, "buffer_after_minutes": 15})).await;
+    let first = reserve(&app, "alice", room, "2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z").await;
+    assert_eq!(first.0, StatusCode::CREATED, "{}", first.1);
+    // 11:00 + 15 after, and 10 before the next: 11:25 at the earliest.
+    let close = reserve(&app, "bob", room, "2027-01-05T11:20:00Z", "2027-01-05T12:00:00Z").await;
+    assert_eq!(refusal(&close), outside("buffer"));
+    let before = reserve(&app, "bob", room, "2027-01-05T09:00:00Z", "2027-01-05T09:40:00Z").await;
+    assert_eq!(refusal(&before), outside("buffer"));
+    let taken = reserve(&app, "bob", room, "2027-01-05T10:30:00Z", "2027-01-05T11:30:00Z").await;
+    assert_eq!(refusal(&taken), (StatusCode::CONFLICT, "slot-unavailable".into(), "-".into()));
+    let after = reserve(&app, "bob", room, "2027-01-05T11:25:00Z", "2027-01-05T12:00:00Z").await;
+    assert_eq!(after.0, StatusCode::CREATED, "{}", after.1);
+}
+
+#[tokio::test]
+async fn a_move_and_a_join_outside_the_rules_are_refused_and_change_nothing() {
+    let (app, _) = app().await;
+    let (_, office) = create(&app, &office()).await;
+    let office = id(&office);
+    let (status, r) = reserve(&app, "alice", office, "2027-01-12T08:00:00Z", "2027-01-12T09:00:00Z").await;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    let moved = send(app.patch(
+        "alice",
+        &reservation_path(&r["id"]),
+        &json!({"start": "2027-01-16T08:00:00Z", "end": "2027-01-16T09:00:00Z"}),
+    ))
+    .await;
+    assert_eq!(refusal(&moved), outside("closed_day"));
+    let longer = send(app.patch("alice", &reservation_path(&r["id"]), &json!({"end": "2027-01-12T11:30:00Z"}))).await;
+    assert_eq!(refusal(&longer), outside("outside_hours"));
+    let (_, still) = send(app.get("alice", &reservation_path(&r["id"]))).await;
+    assert_eq!((still["start"].clone(), still["end"].clone()), (r["start"].clone(), r["end"].clone()));
+
+    let joined = send(app.post(
+        "bob",
+        &format!("/v1/resources/{office}/waitlist"),
+        &json!({"start": "2027-01-12T06:00:00Z", "end": "2027-01-12T07:00:00Z"}),
+    ))
+    .await;
+    assert_eq!(refusal(&joined), outside("outside_hours"));
+}
+
+#[tokio::test]
+async fn freed_capacity_is_not_handed_to_a_waiting_range_the_rules_now_refuse() {
+    let (app, _) = app().await;
+    let room = app.resource(1).await;
+    let (_, alice) = reserve(&app, "alice", room, "2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z").await;
+    let (status, bob) = send(app.post(
+        "bob",
+        &format!("/v1/resources/{room}/waitlist"),
+        &json!({"start": "2027-01-05T10:00:00Z", "end": "2027-01-05T11:00:00Z"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{bob}");
+    // The room now opens at noon on Tuesdays: bob's range is outside the hours.
+    patch_resource(&app, room, json!({"schedule": {"weekly": {"tue": [["12:00", "18:00"]]}, "exceptions": []}})).await;
+    let (status, _) = send(app.delete("alice", &reservation_path(&alice["id"]))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, entry) = send(app.get("bob", &format!("/v1/waitlist/{}", bob["id"].as_str().unwrap()))).await;
+    assert_eq!(entry["status"], "WAITING", "{entry}");
+    let offers: i64 = app
+        .db()
+        .await
+        .query_one("SELECT count(*) FROM reservations WHERE source = 'waitlist_offer'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(offers, 0);
+}
+
+async fn slots(app: &TestApp, resource: Uuid, query: &str) -> Vec<(String, i64)> {
+    let (status, body) = send(app.get("bob", &format!("/v1/resources/{resource}/slots?{query}"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["slots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["start"].as_str().unwrap().to_string(), s["remaining"].as_i64().unwrap()))
+        .collect()
+}
+
+#[tokio::test]
+async fn slots_list_the_starts_that_fit_the_hours_the_buffers_and_the_load_and_a_reserve_takes_one() {
+    let (app, _) = app().await;
+    let mut body = office();
+    body["capacity"] = json!(2);
+    body["buffer_after_minutes"] = json!(30);
+    let (_, office) = create(&app, &body).await;
+    let office = id(&office);
+    let (status, _) = reserve(&app, "alice", office, "2027-01-12T08:00:00Z", "2027-01-12T09:00:00Z").await;
+    assert_eq!(status, StatusCode::CREATED);
+    // Tuesday 2027-01-12, hourly, in CET: 09, 10, 11 (morning), 13, 14, 15, 16.
+    let day = "from=2027-01-12T00:00:00Z&to=2027-01-13T00:00:00Z&duration=PT1H";
+    let listed = slots(&app, office, day).await;
+    let expected: Vec<(String, i64)> = [
+        ("2027-01-12T08:00:00Z", 1),
+        ("2027-01-12T09:00:00Z", 1),
+        ("2027-01-12T10:00:00Z", 2),
+        ("2027-01-12T12:00:00Z", 2),
+        ("2027-01-12T13:00:00Z", 2),
+        ("2027-01-12T14:00:00Z", 2),
+        ("2027-01-12T15:00:00Z", 2),
+    ]
+    .iter()
+    .map(|(s, r)| (s.to_string(), *r))
+    .collect();
+    assert_eq!(listed, expected);
+    // Two units fit only where the booking and its buffer do not reach.
+    let two = slots(&app, office, &format!("{day}&quantity=2")).await;
+    assert_eq!(two.first().map(|s| s.0.as_str()), Some("2027-01-12T10:00:00Z"));
+    // A listed start is one a reserve accepts, and is then listed no more (the next,
+    // after the lunch break, is beyond its buffer).
+    let (start, _) = &two[0];
+    let end = (DateTime::parse_from_rfc3339(start).unwrap() + chrono::Duration::hours(1)).to_rfc3339();
+    let (status, r) = app.reserve("carol", office, (start, &end), 2).await;
+    assert_eq!(status, StatusCode::CREATED, "{start}: {r}");
+    let after = slots(&app, office, &format!("{day}&quantity=2")).await;
+    assert_eq!(after, two[1..].to_vec());
+    // A weekend day has none; several resources are answered each for itself.
+    let room = app.resource(1).await;
+    let (status, found) = send(app.get(
+        "bob",
+        &format!(
+            "/v1/slots?resource_id={office}&resource_id={room}&from=2027-01-16T10:00:00Z&to=2027-01-16T12:00:00Z&duration=PT1H"
+        ),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    assert_eq!(found["resources"][0]["free"], false);
+    assert_eq!(found["resources"][1]["free"], true);
+    assert_eq!(found["resources"][1]["slots"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn availability_free_time_keeps_to_the_hours_and_leaves_the_buffers_out() {
+    let (app, _) = app().await;
+    let mut body = office();
+    body["buffer_before_minutes"] = json!(15);
+    let (_, office) = create(&app, &body).await;
+    let office = id(&office);
+    let (status, _) = reserve(&app, "alice", office, "2027-01-12T09:00:00Z", "2027-01-12T10:00:00Z").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, a) =
+        send(app.get(
+            "bob",
+            &format!("/v1/resources/{office}/availability?from=2027-01-12T00:00:00Z&to=2027-01-13T00:00:00Z"),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{a}");
+    let free: Vec<(&str, &str)> = a["free"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["start"].as_str().unwrap(), p["end"].as_str().unwrap()))
+        .collect();
+    // Open 08-11Z and 12-16Z; the booking 09-10Z keeps 15 minutes free either side of
+    // it for a new one (its own buffer before, the new one's before it).
+    assert_eq!(
+        free,
+        [
+            ("2027-01-12T08:00:00Z", "2027-01-12T08:45:00Z"),
+            ("2027-01-12T10:15:00Z", "2027-01-12T11:00:00Z"),
+            ("2027-01-12T12:00:00Z", "2027-01-12T16:00:00Z"),
+        ]
+    );
+    assert_eq!(a["taken"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn the_database_keeps_the_buffered_ranges_of_a_single_unit_apart_even_for_a_writer_that_skips_the_rules() {
+    let (app, _) = app().await;
+    let room = app.resource_with(json!({"name": "Lab", "buffer_after_minutes": 30})).await;
+    let (status, _) = reserve(&app, "alice", room, "2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let db = app.db().await;
+    let kept: String =
+        db.query_one("SELECT buffered::text FROM reservations WHERE resource_id = $1", &[&room]).await.unwrap().get(0);
+    assert_eq!(kept, r#"["2027-01-05 10:00:00+00","2027-01-05 11:30:00+00")"#);
+    // A row written past the application, inside the buffer: the constraint refuses it.
+    let inserted = db
+        .execute(
+            "INSERT INTO reservations (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity, status, \
+             expires_at, source, created_at, updated_at) VALUES (gen_random_uuid(), $1, 1, 'mallory', \
+             '2027-01-05T11:15:00Z', '2027-01-05T12:00:00Z', 1, 'CONFIRMED', NULL, 'request', now(), now())",
+            &[&room],
+        )
+        .await;
+    let e = inserted.expect_err("the exclusion constraint refuses it");
+    assert_eq!(e.as_db_error().map(|d| d.constraint()), Some(Some("reservations_single_unit_buffers_apart")));
+    // A change of the buffers applies to new bookings only: the old one keeps its own.
+    patch_resource(&app, room, json!({"buffer_after_minutes": 0})).await;
+    let kept_after: String =
+        db.query_one("SELECT buffered::text FROM reservations WHERE resource_id = $1", &[&room]).await.unwrap().get(0);
+    assert_eq!(kept_after, kept);
+    let close = reserve(&app, "bob", room, "2027-01-05T11:15:00Z", "2027-01-05T12:00:00Z").await;
+    assert_eq!(refusal(&close), outside("buffer"));
+    let later = reserve(&app, "bob", room, "2027-01-05T11:30:00Z", "2027-01-05T12:00:00Z").await;
+    assert_eq!(later.0, StatusCode::CREATED, "{}", later.1);
+}
+
+#[tokio::test]
+async fn a_lapsed_hold_whose_buffer_meets_a_new_booking_is_written_down_rather_than_refusing_it() {
+    let (app, clock) = app().await;
+    let room = app.resource_with(json!({"name": "Lab", "buffer_after_minutes": 30, "hold_ttl_seconds": 60})).await;
+    let (status, held) = reserve(&app, "alice", room, "2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z").await;
+    assert_eq!(status, StatusCode::CREATED);
+    clock.advance(chrono::Duration::minutes(5));
+    // 11:10 is outside alice's range but inside her (lapsed) hold's buffer.
+    let next = reserve(&app, "bob", room, "2027-01-05T11:10:00Z", "2027-01-05T12:00:00Z").await;
+    assert_eq!(next.0, StatusCode::CREATED, "{}", next.1);
+    let (_, old) = send(app.get("alice", &reservation_path(&held["id"]))).await;
+    assert_eq!(old["status"], "EXPIRED");
+}
+
+#[tokio::test]
+async fn a_public_calendar_answers_availability_and_slots_without_a_principal_and_shows_no_owner_or_metadata() {
+    let clock = Arc::new(ManualClock::new(at("2027-01-04T00:00:00Z")));
+    let app = TestApp::spawn_with(acceptance::Options {
+        clock,
+        tweak: Box::new(|c| c.public_calendar = true),
+        ..Default::default()
+    })
+    .await;
+    let (_, office) = create(&app, &office()).await;
+    let office = id(&office);
+    let (status, _) = send(app.post(
+        "alice",
+        "/v1/reservations",
+        &json!({"resource_id": office, "start": "2027-01-12T08:00:00Z", "end": "2027-01-12T09:00:00Z",
+                "metadata": {"patient": "Jane Roe"}}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let anonymous = reqwest::Client::new();
+    let window = "from=2027-01-12T00:00:00Z&to=2027-01-13T00:00:00Z";
+    for path in [
+        format!("/v1/resources/{office}/availability?{window}"),
+        format!("/v1/resources/{office}/slots?{window}&duration=PT1H"),
+        format!("/v1/slots?resource_id={office}&{window}&duration=PT1H"),
+    ] {
+        let answer = anonymous.get(app.url(&path)).send().await.unwrap();
+        assert_eq!(answer.status(), StatusCode::OK, "{path}");
+        let text = answer.text().await.unwrap();
+        assert!(!text.contains("alice") && !text.contains("Jane Roe") && !text.contains("metadata"), "{path}: {text}");
+    }
+    // Everything else still asks who is asking.
+    let reservations = anonymous.get(app.url("/v1/reservations")).send().await.unwrap();
+    assert_eq!(reservations.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn without_a_public_calendar_the_calendar_reads_ask_for_a_principal() {
+    let (app, _) = app().await;
+    let room = app.resource(1).await;
+    let path = format!("/v1/resources/{room}/slots?from=2027-01-12T00:00:00Z&to=2027-01-13T00:00:00Z&duration=PT1H");
+    let answer = reqwest::Client::new().get(app.url(&path)).send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::UNAUTHORIZED);
+}
