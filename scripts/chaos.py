@@ -839,12 +839,22 @@ def check_idempotency(checks, snap):
     problems = [f"key {d['key']} stored {d['n']} times" for d in snap["duplicate_keys"]]
     stored = {(k["principal"], k["key"]): k for k in keys}
     # From the database: every reservation made by a request, and every waitlist entry,
-    # is the stored answer of exactly one key (every such request carried one).
+    # is the stored answer of exactly one key that created it (201; every such request
+    # carried a key). Other keys may answer it only as a join of a range the principal
+    # already waits for: 200 with that entry (one place per principal and range).
     by_id = collections.defaultdict(list)
+    rejoins = collections.defaultdict(list)
     for k in keys:
-        if k["id"]:
+        if not k["id"]:
+            continue
+        if k["status"] == 200 and k["route"] == "POST /v1/resources/{id}/waitlist":
+            rejoins[k["id"]].append(k)
+        else:
             by_id[k["id"]].append(k["key"])
     problems += [f"{rid} is the stored answer of {len(ks)} keys" for rid, ks in by_id.items() if len(ks) > 1]
+    owners = {e["id"]: e["owner"] for e in entries}
+    problems += [f"key {k['key']} rejoined {rid}, which is not {k['principal']}'s entry"
+                 for rid, ks in rejoins.items() for k in ks if owners.get(rid) != k["principal"]]
     made = [r["id"] for r in reservations if r["source"] == "request"] + [e["id"] for e in entries]
     orphans = [rid for rid in made if rid not in by_id]
     problems += [f"{rid} was created but no key's stored answer names it" for rid in orphans[:20]]
@@ -863,7 +873,8 @@ def check_idempotency(checks, snap):
         creating += 1
         for s, rid in outcomes:
             if s in (200, 201, 202) and rid:
-                answered_by[rid].add(op.key)
+                if not (op.kind == "join" and s == 200):
+                    answered_by[rid].add(op.key)
                 db = stored.get((op.principal, op.key))
                 if db is None or db["id"] != rid:
                     problems.append(f"key {op.key} answered {rid}, the database stored {db and db['id']}")
@@ -1153,7 +1164,7 @@ def main():
         snap = cluster.snapshot({
             "resources": "SELECT id, name, capacity FROM resources",
             "reservations": "SELECT id, resource_id, status, source, expires_at FROM reservations",
-            "entries": "SELECT id, status FROM waitlist_entries",
+            "entries": "SELECT id, owner, status FROM waitlist_entries",
             "events": "SELECT seq, kind, payload, created_at FROM outbox WHERE kind LIKE 'reservation.%' ORDER BY seq",
             "keys": "SELECT principal, route, key, state, response_status AS status, "
                     "CASE WHEN state = 'completed' AND response_status IN (200, 201, 202) "
