@@ -328,10 +328,10 @@ pub struct NewReservation<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// What the conditional insert did.
+/// What a conditional write (the insert, or a reschedule's move) did.
 #[derive(Debug)]
 pub struct Inserted {
-    /// `None`: the capacity is taken.
+    /// `None`: the capacity is taken (for a move: the reservation is unchanged).
     pub reservation: Option<Reservation>,
     /// Lapsed holds over the range that it wrote down first; the caller hands them over.
     pub expired: Vec<Reservation>,
@@ -364,10 +364,16 @@ pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> R
             ],
         )
         .await?;
+    written(&rows, "inserted")
+}
+
+/// The rows of a conditional write: the one it wrote (where `flag` is true) and the
+/// lapsed holds it expired first.
+fn written(rows: &[Row], flag: &str) -> Result<Inserted, DbError> {
     let mut out = Inserted { reservation: None, expired: Vec::new() };
-    for row in &rows {
+    for row in rows {
         let reservation = from_row(row)?;
-        if row.try_get("inserted")? {
+        if row.try_get(flag)? {
             out.reservation = Some(reservation);
         } else {
             out.expired.push(reservation);
@@ -534,16 +540,9 @@ pub struct Move<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// What the conditional move did.
-#[derive(Debug)]
-pub struct Moved {
-    /// `None`: it does not fit there; the reservation is unchanged.
-    pub reservation: Option<Reservation>,
-    /// Lapsed holds over the new range that it wrote down first.
-    pub expired: Vec<Reservation>,
-}
-
-pub async fn move_if_fits(c: &impl GenericClient, m: &Move<'_>) -> Result<Moved, DbError> {
+/// The conditional move (see [`MOVE_IF_FITS`]): the moved reservation, `None` when it
+/// does not fit there (it is unchanged), and the lapsed holds it wrote down first.
+pub async fn move_if_fits(c: &impl GenericClient, m: &Move<'_>) -> Result<Inserted, DbError> {
     let stmt = c.prepare_cached(MOVE_IF_FITS).await?;
     let rows = c
         .query(
@@ -562,16 +561,7 @@ pub async fn move_if_fits(c: &impl GenericClient, m: &Move<'_>) -> Result<Moved,
             ],
         )
         .await?;
-    let mut out = Moved { reservation: None, expired: Vec::new() };
-    for row in &rows {
-        let reservation = from_row(row)?;
-        if row.try_get("moved")? {
-            out.reservation = Some(reservation);
-        } else {
-            out.expired.push(reservation);
-        }
-    }
-    Ok(out)
+    written(&rows, "moved")
 }
 
 pub async fn peak_ahead(c: &impl GenericClient, resource_id: Uuid, now: DateTime<Utc>) -> Result<i64, DbError> {
