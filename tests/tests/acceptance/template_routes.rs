@@ -167,12 +167,12 @@ fn every_route_is_served_through_the_one_http_api_with_payload_format_2() {
     }
 }
 
-/// The routes that answer without a token: health, and the problem pages that
-/// problem documents link to.
-const PUBLIC: [&str; 2] = ["/v1/health", "/v1/problems/{id}"];
+/// The routes that answer without a token: health, the problem pages that problem
+/// documents link to, and the booking page (static; its script sends the token).
+const PUBLIC: [&str; 3] = ["/v1/health", "/v1/problems/{id}", "/app"];
 
 #[test]
-fn only_the_health_route_and_the_problem_pages_bypass_the_jwt_authorizer() {
+fn only_the_health_route_the_problem_pages_and_the_booking_page_bypass_the_jwt_authorizer() {
     let template = template();
     let api = resources(&template)
         .values()
