@@ -38,7 +38,7 @@ struct Chromedriver {
 impl Drop for Chromedriver {
     /// Stops chromedriver with the browsers it started: they share its process group.
     fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-KILL").arg(format!("-{}", self.child.id())).status();
+        let _ = Command::new("/usr/bin/kill").args(["-KILL", "--", &format!("-{}", self.child.id())]).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -362,7 +362,8 @@ async fn two_browsers_race_for_one_slot_one_holds_it_and_the_other_is_told_it_wa
     assert_eq!(alice.cell_state(1, 11).await, "free");
     assert_eq!(bob.cell_state(1, 11).await, "free");
 
-    tokio::join!(alice.click(&cell(1, 11)), bob.click(&cell(1, 11)));
+    let slot = cell(1, 11);
+    tokio::join!(alice.click(&slot), bob.click(&slot));
 
     let mut outcomes = Vec::new();
     for page in [&alice, &bob] {
