@@ -42,6 +42,7 @@
     resourceId: sessionStorage.getItem('resource') || '',
     weekOffset: 0,
     builtFor: '',
+    builtWeek: 0,
     cells: [],
     mine: [],
     holdId: null,
@@ -59,6 +60,20 @@
     if (IDENTITY === 'bearer') h.Authorization = 'Bearer ' + state.who;
     else h['X-Principal'] = state.who;
     return h;
+  }
+
+  /** Who the API takes the caller for: the name in header mode, the token's `sub` in
+   *  jwt mode (read, not verified: the authorizer verifies). An admin's list of
+   *  reservations is everyone's, so "My reservations" names its owner; `null` when the
+   *  token cannot be read, and then the list is whatever the API answers. */
+  function principal() {
+    if (IDENTITY !== 'bearer') return state.who;
+    try {
+      const payload = state.who.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+      return JSON.parse(atob(payload.padEnd(Math.ceil(payload.length / 4) * 4, '='))).sub || null;
+    } catch (_) {
+      return null;
+    }
   }
 
   function newKey() {
@@ -194,8 +209,10 @@
     const key = resource.id + '|' + state.weekOffset + '|' + days[0].y + days[0].m + days[0].d;
     if (state.builtFor === key) return;
     state.builtFor = key;
+    state.builtWeek = state.weekOffset;
     const table = $('calendar');
     table.textContent = '';
+    delete table.dataset.week;
     const head = el('tr', {}, el('th', { class: 'hour', scope: 'col' }, el('span', { class: 'sr-only', text: 'Time' })));
     for (let i = 0; i < 7; i++) {
       const noon = wallToInstant(days[i].y, days[i].m, days[i].d, 12, zone);
@@ -227,6 +244,8 @@
     $('zone').textContent = 'Times in ' + zone;
   }
 
+  /** Colours the cells from one round of reads; `data-resource` and `data-week` on the
+   *  table then say whose week (0 = this one) the colours are of. */
   function paint(resource, availability, slots) {
     const zone = resource.time_zone || 'UTC';
     const free = new Map(slots.map((s) => [Date.parse(s.start), s]));
@@ -277,6 +296,8 @@
       b.textContent = '';
       b.append(...content);
     }
+    $('calendar').dataset.week = String(state.builtWeek);
+    $('calendar').dataset.resource = resource.id;
   }
 
   // ---- actions -----------------------------------------------------------------
@@ -486,9 +507,22 @@
   }
 
   async function refreshOnce() {
+    // Rounds run one after another, so a round numbered above what a reader saw in
+    // `data-started` has read everything after that moment once `data-refreshed` reaches it.
+    const round = ++state.generation;
+    document.body.dataset.started = String(round);
+    try {
+      await readEverything();
+    } finally {
+      document.body.dataset.refreshed = String(round);
+    }
+  }
+
+  async function readEverything() {
     if (!state.who) return;
     const resource = current();
-    const mine = await api('GET', 'v1/reservations?' + ACTIVE + '&limit=100');
+    const me = principal();
+    const mine = await api('GET', 'v1/reservations?' + ACTIVE + '&limit=100' + (me ? '&owner=' + encodeURIComponent(me) : ''));
     if (mine.status === 200) state.mine = mine.body.items;
     else if (mine.status === 401) { say(explain(mine.body), 'error'); return; }
     if (state.holdSeen && !state.mine.some((r) => r.id === state.holdId && r.status === 'HELD')) {
@@ -514,7 +548,6 @@
       else if (s.status !== 200) say(explain(s.body), 'error');
       await refreshBookings(resource);
     }
-    document.body.dataset.refreshed = String(++state.generation);
   }
 
   /** Every second: the countdowns, and a refresh as soon as one reaches zero. */
