@@ -277,10 +277,11 @@ impl Browser {
         self.wait_for(&format!("cell {day}/{hour} to be {state}"), &predicate).await;
     }
 
-    /// Opens the page, signs in as `who`, picks `resource` and shows next week (every
-    /// hour of it lies ahead, whenever the test runs).
-    async fn open(&self, app: &TestApp, query: &str, who: &str, resource: Uuid) {
-        self.goto(&app.url(&format!("/{query}"))).await;
+    /// Opens the page at `path` (`/` or `/app`, with a query or without), signs in as
+    /// `who`, picks `resource` and shows next week (every hour of it lies ahead, whenever
+    /// the test runs).
+    async fn open(&self, app: &TestApp, path: &str, who: &str, resource: Uuid) {
+        self.goto(&app.url(path)).await;
         self.type_into("#who", who).await;
         self.click("#sign-in").await;
         self.wait_for(
@@ -402,7 +403,7 @@ async fn a_person_holds_a_free_hour_in_the_resources_zone_confirms_it_and_cancel
     let zone = "Europe/Berlin";
     let room = app.resource_with(json!({"name": "Room 101", "capacity": 1, "time_zone": zone})).await;
     let page = driver.browser().await;
-    page.open(&app, "", "alice", room).await;
+    page.open(&app, "/", "alice", room).await;
 
     // Others' claims of next week, made beside the page: a booking and a hold.
     let (bob_start, bob_end) = (cell_start(&page, 2, 12).await, cell_start(&page, 2, 14).await);
@@ -468,8 +469,8 @@ async fn two_browsers_race_for_one_slot_one_holds_it_and_the_other_is_told_it_wa
     let room = app.resource_with(json!({"name": "Focus booth", "capacity": 1})).await;
     let (alice, bob) = (driver.browser().await, driver.browser().await);
     // Both views go stale on purpose: no refresh of their own until the race is run.
-    alice.open(&app, "?refresh=600", "alice", room).await;
-    bob.open(&app, "?refresh=600", "bob", room).await;
+    alice.open(&app, "/?refresh=600", "alice", room).await;
+    bob.open(&app, "/?refresh=600", "bob", room).await;
     assert_eq!(alice.cell_state(1, 11).await, "free");
     assert_eq!(bob.cell_state(1, 11).await, "free");
 
@@ -512,7 +513,8 @@ async fn a_hold_lapses_on_screen_when_its_countdown_reaches_zero() {
     let app = TestApp::spawn().await;
     let room = app.resource_with(json!({"name": "Quick room", "capacity": 1, "hold_ttl_seconds": 4})).await;
     let page = driver.browser().await;
-    page.open(&app, "", "alice", room).await;
+    // The page at its route in AWS, `/app`, rather than the dev server's `/`.
+    page.open(&app, "/app", "alice", room).await;
 
     page.click(&cell(0, 9)).await;
     page.wait_for_cell(0, 9, "mine-held").await;
@@ -532,13 +534,13 @@ async fn a_person_joins_the_waitlist_of_a_full_hour_and_accepts_the_offer_when_i
     let app = TestApp::spawn().await;
     let room = app.resource_with(json!({"name": "Meeting room", "capacity": 1})).await;
     let (alice, bob) = (driver.browser().await, driver.browser().await);
-    alice.open(&app, "", "alice", room).await;
+    alice.open(&app, "/", "alice", room).await;
     alice.click(&cell(3, 15)).await;
     alice.wait_for_cell(3, 15, "mine-held").await;
     alice.click("#confirm").await;
     alice.wait_for_cell(3, 15, "mine").await;
 
-    bob.open(&app, "", "bob", room).await;
+    bob.open(&app, "/", "bob", room).await;
     assert_eq!(bob.cell_state(3, 15).await, "taken");
     bob.click(&cell(3, 15)).await;
     bob.wait_for("the waiting entry", "document.querySelector('#waits li[data-status=WAITING]')").await;
@@ -575,7 +577,7 @@ async fn an_admin_creates_a_resource_cancels_a_booking_of_it_and_archives_it() {
     let app = TestApp::spawn().await;
     let lobby = app.resource_with(json!({"name": "Lobby"})).await;
     let page = driver.browser().await;
-    page.open(&app, "", "admin", lobby).await;
+    page.open(&app, "/", "admin", lobby).await;
 
     page.click("#admin summary").await;
     page.type_into("#new-name", "Studio").await;
