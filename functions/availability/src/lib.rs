@@ -36,7 +36,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         _ => {}
     }
     let now = state.clock.now();
-    let calendar = matches!(matched.spec.op, Op::GetAvailability | Op::GetSlots | Op::FindSlots);
+    let calendar = matched.spec.op.is_calendar_read();
     if calendar && state.config.public_calendar {
         // Public calendar: no principal asked for (these answers name no owner).
         return calendar_read(state, req, &matched, now).await;

@@ -8,7 +8,7 @@
 use super::{BookingError, on_freed};
 use crate::db::reservations::Kept;
 use crate::db::{DbError, GenericClient, reservations};
-use crate::domain::{Authority, Claim, Judge, Resource, Rule, peak_load};
+use crate::domain::{Authority, Claim, Judge, Reservation, Resource, Rule, WaitlistEntry, peak_load};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -97,6 +97,28 @@ pub(super) async fn kept_around(
 ) -> Result<Vec<Claim>, DbError> {
     let reach = resource.calendar.reach();
     Ok(reservations::kept_near(c, resource.id, from - reach, to + reach, now).await?.iter().map(|k| k.kept).collect())
+}
+
+/// Whether `entry` may be offered or booked now by its resource's rules: the
+/// hand-over's test for one entry, for the upstream seat poller. On a single unit the
+/// lapsed holds whose buffers could meet it are written down first, as the hand-over
+/// does; they are returned for the caller to hand over.
+pub(super) async fn entry_within_rules(
+    tx: &impl GenericClient,
+    resource: &Resource,
+    entry: &WaitlistEntry,
+    now: DateTime<Utc>,
+) -> Result<(bool, Vec<Reservation>), DbError> {
+    if !resource.calendar.any() {
+        return Ok((true, Vec::new()));
+    }
+    let lapsed = if resource.capacity == 1 {
+        expire_lapsed_near(tx, resource, entry.start, entry.end, now).await?
+    } else {
+        Vec::new()
+    };
+    let kept = kept_around(tx, resource, entry.start, entry.end, now).await?;
+    Ok((offerable(resource, entry.start, entry.end, entry.quantity, &kept, now).is_ok(), lapsed))
 }
 
 /// Whether a waiting entry's range may be offered now: the rules that do not need the

@@ -2,8 +2,10 @@
 //! (`intents::wait`), once the upstream showed the seat free for an entry: an
 //! `auto_book` wait goes to `RESERVING` with its booking `CONFIRMING`; any other entry
 //! gets an offer. Both under the resource lock and through the conditional insert, so
-//! that what is taken locally (a hold, a confirm in flight) is never offered or written.
+//! that what is taken locally (a hold, a confirm in flight) is never offered or written,
+//! and after the resource's calendar rules in force now, as the hand-over judges them.
 
+use super::calendar;
 use super::handover::{offer, on_freed};
 use crate::db::intents::{self, Claimed};
 use crate::db::{DbError, GenericClient, reservations, waitlist};
@@ -18,7 +20,8 @@ pub enum Started {
     Claimed(Claimed),
     /// Another write to the seat is in flight (`intents_one_write_per_seat`): roll back.
     SeatBusy,
-    /// Not this one: taken locally, no longer waiting, or its waiter is leaving. Roll back.
+    /// Not this one: taken locally, outside the rules now, no longer waiting, or its
+    /// waiter is leaving. Roll back.
     Passed,
 }
 
@@ -32,6 +35,10 @@ pub async fn start_wait(
     lease_until: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Started, DbError> {
+    let (within_rules, lapsed) = calendar::entry_within_rules(tx, resource, entry, now).await?;
+    if !within_rules {
+        return Ok(Started::Passed);
+    }
     let reservation_id = Uuid::now_v7();
     intents::defer_reservation_check(tx).await?;
     let claim = match intents::start_wait(tx, entry.id, reservation_id, lease_owner, lease_until, now).await {
@@ -64,7 +71,7 @@ pub async fn start_wait(
     if inserted.reservation.is_none() {
         return Ok(Started::Passed);
     }
-    on_freed(tx, resource, &inserted.expired, now).await?;
+    on_freed(tx, resource, &[lapsed, inserted.expired].concat(), now).await?;
     Ok(Started::Claimed(claim))
 }
 
@@ -81,7 +88,13 @@ pub async fn offer_entry(
     if entry.status != WaitlistStatus::Waiting {
         return Ok(false);
     }
-    let inserted = offer(tx, resource, &entry, now).await?;
-    on_freed(tx, resource, &inserted.expired, now).await?;
-    Ok(inserted.reservation.is_some())
+    let (within_rules, mut freed) = calendar::entry_within_rules(tx, resource, &entry, now).await?;
+    let mut offered = false;
+    if within_rules {
+        let inserted = offer(tx, resource, &entry, now).await?;
+        offered = inserted.reservation.is_some();
+        freed.extend(inserted.expired);
+    }
+    on_freed(tx, resource, &freed, now).await?;
+    Ok(offered)
 }

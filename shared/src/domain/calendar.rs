@@ -11,6 +11,8 @@
 //! 01:30Z, that is 03:30 CEST); a wall time the zone has twice (02:30 on the fall-back
 //! night) is its earlier occurrence. This is RFC 5545's rule and Temporal's
 //! `compatible` disambiguation: an opening never vanishes and never happens twice.
+//! The slot grid is real time, not a rule's reading: on the fall-back night both
+//! instants of a repeated grid time are listed, and both are on the grid.
 //!
 //! # Hours
 //!
@@ -533,11 +535,7 @@ impl CalendarRules {
         let mut date = from.with_timezone(&self.time_zone).date_naive();
         let last_date = to.with_timezone(&self.time_zone).date_naive();
         while date <= last_date {
-            let midnight = date.and_time(NaiveTime::MIN);
-            let mut wall = Duration::zero();
-            while wall < Duration::days(1) {
-                let start = local_to_utc(self.time_zone, midnight + wall);
-                wall += step;
+            for start in self.grid_of_day(date, step) {
                 let end = start + duration;
                 // A skipped wall time lands on a later start, perhaps one already listed.
                 if last.is_some_and(|l| start <= l) || start < earliest || end > to || end > latest_end {
@@ -566,6 +564,29 @@ impl CalendarRules {
             date += Duration::days(1);
         }
         out
+    }
+
+    /// The instants of one local day's grid, in order: every `step` from local
+    /// midnight. A wall time seen twice (the fall-back night) is both of its instants,
+    /// since both are on the grid; a skipped one is read by [`local_to_utc`], which
+    /// may land on a start listed already.
+    fn grid_of_day(&self, date: NaiveDate, step: Duration) -> Vec<DateTime<Utc>> {
+        let midnight = date.and_time(NaiveTime::MIN);
+        let mut starts = Vec::new();
+        let mut wall = Duration::zero();
+        while wall < Duration::days(1) {
+            let local = midnight + wall;
+            match self.time_zone.from_local_datetime(&local) {
+                chrono::LocalResult::Ambiguous(earlier, later) => {
+                    starts.extend([earlier.with_timezone(&Utc), later.with_timezone(&Utc)]);
+                }
+                _ => starts.push(local_to_utc(self.time_zone, local)),
+            }
+            wall += step;
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        starts
     }
 }
 
@@ -822,6 +843,35 @@ mod tests {
         // 01:30 CET, then 03:00 and 03:30 CEST (01:00Z, 01:30Z): 02:00 and 02:30 do
         // not exist, and land on 03:00 and 03:30, listed once.
         assert_eq!(starts, ["2027-03-28T00:30:00+00:00", "2027-03-28T01:00:00+00:00", "2027-03-28T01:30:00+00:00"]);
+    }
+
+    #[test]
+    fn on_the_fall_back_night_a_half_hour_grid_lists_both_occurrences_of_the_repeated_hour() {
+        let mut r = rules("Europe/Berlin", every_day("00:00", "24:00"));
+        r.slot_minutes = Some(30);
+        let slots = r.slots(
+            at("2027-10-31T00:00:00Z"),
+            at("2027-10-31T02:00:00Z"),
+            Duration::minutes(30),
+            1,
+            1,
+            &[],
+            at(NOW),
+            at("2030-01-01T00:00:00Z"),
+        );
+        let starts: Vec<String> = slots.iter().map(|s| s.start.to_rfc3339()).collect();
+        // 02:00 and 02:30 CEST (00:00Z, 00:30Z), then the same wall times again in CET
+        // (01:00Z, 01:30Z): four half hours of real time, four starts.
+        assert_eq!(
+            starts,
+            [
+                "2027-10-31T00:00:00+00:00",
+                "2027-10-31T00:30:00+00:00",
+                "2027-10-31T01:00:00+00:00",
+                "2027-10-31T01:30:00+00:00"
+            ]
+        );
+        assert!(slots.iter().all(|s| r.on_grid(s.start)), "each is a grid start a reserve accepts");
     }
 
     #[test]

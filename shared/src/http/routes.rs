@@ -49,6 +49,15 @@ pub enum Op {
     LeaveWaitlist,
 }
 
+impl Op {
+    /// The calendar reads: what is taken and what is free, never who holds it nor its
+    /// metadata. `PUBLIC_CALENDAR` opens exactly these to callers without a principal,
+    /// and the template's `PublicCalendar` parameter opens their routes at API Gateway.
+    pub fn is_calendar_read(self) -> bool {
+        matches!(self, Op::GetAvailability | Op::GetSlots | Op::FindSlots)
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 pub struct RouteSpec {
     pub method: &'static str,

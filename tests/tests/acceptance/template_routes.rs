@@ -10,15 +10,33 @@ use std::collections::BTreeSet;
 
 const TEMPLATE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
 
-/// One `HttpApi` event of an `AWS::Serverless::Function`.
+/// Who API Gateway lets through to a route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Guard {
+    /// The HTTP API's default JWT authorizer.
+    Jwt,
+    /// No authorizer (`Authorizer: NONE`).
+    Open,
+    /// No authorizer when the `PublicCalendar` parameter is "true", else the JWT one.
+    PublicCalendar,
+    /// Anything else, spelled as the template has it.
+    Other(String),
+}
+
+/// One route of the HTTP API: an `HttpApi` event of an `AWS::Serverless::Function`, or
+/// an operation of the API's `DefinitionBody` integrated with a function.
 #[derive(Debug)]
-struct Event {
+struct Route {
     function: String,
     binary: String,
+    /// The event's name, or `DefinitionBody` for an operation of the body.
     name: String,
     method: String,
     path: String,
-    properties: Mapping,
+    guard: Guard,
+    /// The API the route belongs to (`ApiId: !Ref` of an event; the body's own API).
+    api: Option<String>,
+    payload_format: Option<String>,
 }
 
 fn template() -> Value {
@@ -43,12 +61,38 @@ fn functions(template: &Value) -> Vec<(String, &Value)> {
         .collect()
 }
 
-fn http_api_events(template: &Value) -> Vec<Event> {
+/// The one HTTP API: (logical id, resource).
+fn http_api(template: &Value) -> (String, &Value) {
+    let apis: Vec<(&Value, &Value)> =
+        resources(template).iter().filter(|(_, r)| str_at(r, &["Type"]) == Some("AWS::Serverless::HttpApi")).collect();
+    assert_eq!(apis.len(), 1, "template.yaml declares exactly one HttpApi");
+    (apis[0].0.as_str().expect("logical ids are strings").to_string(), apis[0].1)
+}
+
+fn default_authorizer(template: &Value) -> String {
+    let (_, api) = http_api(template);
+    str_at(api, &["Properties", "Auth", "DefaultAuthorizer"]).expect("a DefaultAuthorizer").to_string()
+}
+
+fn binary_of(template: &Value, function: &str) -> String {
+    let resource = resources(template).get(function).unwrap_or_else(|| panic!("no resource {function}"));
+    str_at(resource, &["Metadata", "BuildProperties", "Binary"])
+        .unwrap_or_else(|| panic!("{function} has no Metadata.BuildProperties.Binary"))
+        .to_string()
+}
+
+/// The routes of the functions' `HttpApi` events and of the API's `DefinitionBody`.
+fn routes(template: &Value) -> Vec<Route> {
+    let mut out = event_routes(template);
+    out.extend(body_routes(template));
+    out
+}
+
+fn event_routes(template: &Value) -> Vec<Route> {
+    let default = default_authorizer(template);
     let mut out = Vec::new();
     for (function, resource) in functions(template) {
-        let binary = str_at(resource, &["Metadata", "BuildProperties", "Binary"])
-            .unwrap_or_else(|| panic!("{function} has no Metadata.BuildProperties.Binary"))
-            .to_string();
+        let binary = binary_of(template, &function);
         let Some(events) = resource.get("Properties").and_then(|p| p.get("Events")).and_then(Value::as_mapping) else {
             continue;
         };
@@ -60,8 +104,7 @@ fn http_api_events(template: &Value) -> Vec<Event> {
             let properties = event
                 .get("Properties")
                 .and_then(Value::as_mapping)
-                .unwrap_or_else(|| panic!("{function}.{name} has no Properties"))
-                .clone();
+                .unwrap_or_else(|| panic!("{function}.{name} has no Properties"));
             let field = |key: &str| {
                 properties
                     .get(key)
@@ -69,17 +112,104 @@ fn http_api_events(template: &Value) -> Vec<Event> {
                     .unwrap_or_else(|| panic!("{function}.{name} has no plain {key}"))
                     .to_string()
             };
-            out.push(Event {
+            let guard = match properties.get("Auth").and_then(|a| a.get("Authorizer")).map(|a| a.as_str()) {
+                None => Guard::Jwt,
+                Some(Some("NONE")) => Guard::Open,
+                Some(Some(name)) if name == default => Guard::Jwt,
+                Some(other) => Guard::Other(format!("{other:?}")),
+            };
+            out.push(Route {
                 method: field("Method").to_ascii_uppercase(),
                 path: field("Path"),
                 function: function.clone(),
                 binary: binary.clone(),
                 name,
-                properties,
+                guard,
+                api: properties.get("ApiId").and_then(ref_target).map(str::to_string),
+                payload_format: properties.get("PayloadFormatVersion").and_then(Value::as_str).map(str::to_string),
             });
         }
     }
     out
+}
+
+/// The operations of the HTTP API's `DefinitionBody`, each integrated with a function
+/// through `uri: !Sub ...${Function.Arn}/invocations`.
+fn body_routes(template: &Value) -> Vec<Route> {
+    let (api_id, api) = http_api(template);
+    let default = default_authorizer(template);
+    let Some(paths) = api.get("Properties").and_then(|p| p.get("DefinitionBody")).and_then(|b| b.get("paths")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (path, item) in paths.as_mapping().expect("paths is a mapping") {
+        let path = path.as_str().expect("paths are strings");
+        for (method, operation) in item.as_mapping().unwrap_or_else(|| panic!("{path} is a mapping")) {
+            let method = method.as_str().expect("methods are strings").to_ascii_uppercase();
+            let integration = operation
+                .get("x-amazon-apigateway-integration")
+                .unwrap_or_else(|| panic!("{method} {path} of the DefinitionBody has no integration"));
+            let uri = match integration.get("uri") {
+                Some(Value::Tagged(t)) if t.tag == "Sub" => t.value.as_str().unwrap_or_default(),
+                other => panic!("{method} {path}: uri must be !Sub ...${{Function.Arn}}..., is {other:?}"),
+            };
+            assert_eq!(str_at(integration, &["type"]), Some("aws_proxy"), "{method} {path} is a Lambda proxy");
+            let function = uri
+                .split("${")
+                .find_map(|part| part.split_once(".Arn}"))
+                .map(|(function, _)| function.to_string())
+                .unwrap_or_else(|| panic!("{method} {path}: the uri names no ${{Function.Arn}}: {uri}"));
+            out.push(Route {
+                binary: binary_of(template, &function),
+                function,
+                name: "DefinitionBody".to_string(),
+                guard: body_guard(template, operation.get("security"), &default),
+                method,
+                path: path.to_string(),
+                api: Some(api_id.clone()),
+                payload_format: str_at(integration, &["payloadFormatVersion"]).map(str::to_string),
+            });
+        }
+    }
+    out
+}
+
+/// `security` of a body operation: `[{NONE: []}]` is how SAM writes `Authorizer: NONE`,
+/// no `security` gets the default authorizer, and `!If [PublicCalendarOn, open, jwt]`
+/// leaves the choice to the parameter.
+fn body_guard(template: &Value, security: Option<&Value>, default: &str) -> Guard {
+    let only = |value: &Value, scheme: &str| {
+        value.as_sequence().is_some_and(|list| {
+            list.len() == 1 && list[0].as_mapping().is_some_and(|m| m.len() == 1 && m.contains_key(scheme))
+        })
+    };
+    match security {
+        None => Guard::Jwt,
+        Some(list) if only(list, "NONE") => Guard::Open,
+        Some(list) if only(list, default) => Guard::Jwt,
+        Some(Value::Tagged(choice)) if choice.tag == "If" => {
+            let branches = choice.value.as_sequence().expect("!If [condition, then, else]");
+            let condition = branches[0].as_str().expect("a condition name");
+            let definition = template
+                .get("Conditions")
+                .and_then(|c| c.get(condition))
+                .unwrap_or_else(|| panic!("condition {condition} is declared"));
+            let on_public_calendar = match definition {
+                Value::Tagged(t) if t.tag == "Equals" => t.value.as_sequence().is_some_and(|args| {
+                    args.len() == 2
+                        && ref_target(&args[0]) == Some("PublicCalendar")
+                        && args[1].as_str() == Some("true")
+                }),
+                _ => false,
+            };
+            if on_public_calendar && only(&branches[1], "NONE") && only(&branches[2], default) {
+                Guard::PublicCalendar
+            } else {
+                Guard::Other(format!("{security:?}"))
+            }
+        }
+        Some(other) => Guard::Other(format!("{other:?}")),
+    }
 }
 
 /// `!Ref Name` (short form) or `{Ref: Name}` (long form).
@@ -94,58 +224,57 @@ fn ref_target(value: &Value) -> Option<&str> {
 #[test]
 fn every_contract_route_is_wired_to_its_function() {
     let template = template();
-    let events = http_api_events(&template);
+    let routes = routes(&template);
     for spec in ROUTES {
-        let matching: Vec<&Event> = events.iter().filter(|e| e.method == spec.method && e.path == spec.path).collect();
+        let matching: Vec<&Route> = routes.iter().filter(|r| r.method == spec.method && r.path == spec.path).collect();
         assert_eq!(
             matching.len(),
             1,
-            "{} {} must be exactly one HttpApi event in template.yaml, found {:?}",
+            "{} {} must be exactly one route of template.yaml, found {:?}",
             spec.method,
             spec.path,
-            matching.iter().map(|e| format!("{}.{}", e.function, e.name)).collect::<Vec<_>>()
+            matching.iter().map(|r| format!("{}.{}", r.function, r.name)).collect::<Vec<_>>()
         );
-        let event = matching[0];
+        let route = matching[0];
         assert_eq!(
-            event.binary,
+            route.binary,
             spec.function.name(),
             "{} {} is owned by the {} function, but template.yaml wires it to {} (binary {})",
             spec.method,
             spec.path,
             spec.function.name(),
-            event.function,
-            event.binary
+            route.function,
+            route.binary
         );
     }
 }
 
 #[test]
-fn every_get_route_has_a_head_event_on_the_same_function_with_the_same_authorizer() {
+fn every_get_route_has_a_head_route_on_the_same_function_with_the_same_guard() {
     let template = template();
-    let events = http_api_events(&template);
-    let authorizer = |e: &Event| e.properties.get("Auth").and_then(|a| a.get("Authorizer")).cloned();
+    let routes = routes(&template);
     for spec in ROUTES.iter().filter(|spec| spec.method == "GET") {
-        let get = events.iter().find(|e| e.method == "GET" && e.path == spec.path).expect("the GET event");
-        let heads: Vec<&Event> = events.iter().filter(|e| e.method == "HEAD" && e.path == spec.path).collect();
-        assert_eq!(heads.len(), 1, "HEAD {} must be exactly one HttpApi event in template.yaml", spec.path);
+        let get = routes.iter().find(|r| r.method == "GET" && r.path == spec.path).expect("the GET route");
+        let heads: Vec<&Route> = routes.iter().filter(|r| r.method == "HEAD" && r.path == spec.path).collect();
+        assert_eq!(heads.len(), 1, "HEAD {} must be exactly one route of template.yaml", spec.path);
         assert_eq!(heads[0].function, get.function, "HEAD {} is served by the function of its GET", spec.path);
-        assert_eq!(authorizer(heads[0]), authorizer(get), "HEAD {} is guarded as its GET is", spec.path);
+        assert_eq!(heads[0].guard, get.guard, "HEAD {} is guarded as its GET is", spec.path);
     }
 }
 
 #[test]
-fn no_http_api_event_of_the_template_is_missing_from_the_contract() {
+fn no_route_of_the_template_is_missing_from_the_contract() {
     let template = template();
-    for event in http_api_events(&template) {
-        // A HEAD event stands for the GET route of its path (shared::http::route).
-        let method = if event.method == "HEAD" { "GET" } else { event.method.as_str() };
+    for route in routes(&template) {
+        // A HEAD route stands for the GET route of its path (shared::http::route).
+        let method = if route.method == "HEAD" { "GET" } else { route.method.as_str() };
         assert!(
-            ROUTES.iter().any(|spec| spec.method == method && spec.path == event.path),
+            ROUTES.iter().any(|spec| spec.method == method && spec.path == route.path),
             "{}.{} ({} {}) is not a route of shared::http::ROUTES",
-            event.function,
-            event.name,
-            event.method,
-            event.path
+            route.function,
+            route.name,
+            route.method,
+            route.path
         );
     }
 }
@@ -153,17 +282,18 @@ fn no_http_api_event_of_the_template_is_missing_from_the_contract() {
 #[test]
 fn every_route_is_served_through_the_one_http_api_with_payload_format_2() {
     let template = template();
-    let apis: Vec<&str> = resources(&template)
-        .iter()
-        .filter(|(_, r)| str_at(r, &["Type"]) == Some("AWS::Serverless::HttpApi"))
-        .filter_map(|(id, _)| id.as_str())
-        .collect();
-    assert_eq!(apis.len(), 1, "template.yaml declares exactly one HttpApi, found {apis:?}");
-    for event in http_api_events(&template) {
-        let api = event.properties.get("ApiId").and_then(ref_target);
-        assert_eq!(api, Some(apis[0]), "{}.{} must have ApiId: !Ref {}", event.function, event.name, apis[0]);
-        let format = event.properties.get("PayloadFormatVersion").and_then(Value::as_str);
-        assert_eq!(format, Some("2.0"), "{}.{} must use payload format 2.0", event.function, event.name);
+    let (api, _) = http_api(&template);
+    for route in routes(&template) {
+        assert_eq!(route.api.as_deref(), Some(api.as_str()), "{}.{} must be on {api}", route.function, route.name);
+        assert_eq!(
+            route.payload_format.as_deref(),
+            Some("2.0"),
+            "{}.{} ({} {}) must use payload format 2.0",
+            route.function,
+            route.name,
+            route.method,
+            route.path
+        );
     }
 }
 
@@ -172,33 +302,84 @@ fn every_route_is_served_through_the_one_http_api_with_payload_format_2() {
 const PUBLIC: [&str; 3] = ["/v1/health", "/v1/problems/{id}", "/app"];
 
 #[test]
-fn only_the_health_route_the_problem_pages_and_the_booking_page_bypass_the_jwt_authorizer() {
+fn only_health_the_problem_pages_and_the_booking_page_are_open_and_the_calendar_reads_open_with_the_public_calendar() {
     let template = template();
-    let api = resources(&template)
-        .values()
-        .find(|r| str_at(r, &["Type"]) == Some("AWS::Serverless::HttpApi"))
-        .expect("an HttpApi");
-    let default = str_at(api, &["Properties", "Auth", "DefaultAuthorizer"]).expect("a DefaultAuthorizer");
+    let (_, api) = http_api(&template);
+    let default = default_authorizer(&template);
     let authorizer = api
         .get("Properties")
         .and_then(|p| p.get("Auth"))
         .and_then(|a| a.get("Authorizers"))
-        .and_then(|a| a.get(default))
+        .and_then(|a| a.get(&default))
         .unwrap_or_else(|| panic!("the default authorizer {default} is declared"));
     assert!(authorizer.get("JwtConfiguration").is_some(), "{default} is a JWT authorizer");
 
-    for event in http_api_events(&template) {
-        let chosen = event.properties.get("Auth").and_then(|a| a.get("Authorizer")).and_then(Value::as_str);
-        if ["GET", "HEAD"].contains(&event.method.as_str()) && PUBLIC.contains(&event.path.as_str()) {
-            assert_eq!(chosen, Some("NONE"), "{} {} answers without a token", event.method, event.path);
+    for route in routes(&template) {
+        let method = if route.method == "HEAD" { "GET" } else { route.method.as_str() };
+        let spec = ROUTES.iter().find(|s| s.method == method && s.path == route.path).expect("a contract route");
+        let expected = if method == "GET" && PUBLIC.contains(&route.path.as_str()) {
+            Guard::Open
+        } else if spec.op.is_calendar_read() {
+            Guard::PublicCalendar
         } else {
-            assert!(
-                chosen.is_none() || chosen == Some(default),
-                "{} {} must use the default JWT authorizer, not {chosen:?}",
-                event.method,
-                event.path
-            );
-        }
+            Guard::Jwt
+        };
+        assert_eq!(route.guard, expected, "{} {} ({}.{})", route.method, route.path, route.function, route.name);
+    }
+}
+
+#[test]
+fn the_public_calendar_parameter_reaches_the_function_that_answers_the_calendar_reads() {
+    let template = template();
+    let parameter = template.get("Parameters").and_then(|p| p.get("PublicCalendar")).expect("PublicCalendar");
+    assert_eq!(str_at(parameter, &["Default"]), Some("false"), "the calendar is private unless asked");
+    let routes = routes(&template);
+    let calendar: BTreeSet<&str> = ROUTES
+        .iter()
+        .filter(|s| s.op.is_calendar_read())
+        .map(|s| routes.iter().find(|r| r.path == s.path).expect("routed").function.as_str())
+        .collect();
+    assert_eq!(calendar.len(), 1, "one function answers the calendar reads: {calendar:?}");
+    let function = resources(&template).get(*calendar.first().unwrap()).unwrap();
+    let variable = function
+        .get("Properties")
+        .and_then(|p| p.get("Environment"))
+        .and_then(|e| e.get("Variables"))
+        .and_then(|v| v.get("PUBLIC_CALENDAR"))
+        .expect("PUBLIC_CALENDAR is set on the function");
+    assert_eq!(ref_target(variable), Some("PublicCalendar"));
+}
+
+/// SAM writes the invoke permission of an event's route; a route of the body needs its
+/// own `AWS::Lambda::Permission`, or API Gateway answers 500 without calling the function.
+#[test]
+fn api_gateway_may_invoke_the_function_of_every_route_of_the_definition_body() {
+    let template = template();
+    let (api, _) = http_api(&template);
+    let permissions: Vec<(String, String)> = resources(&template)
+        .values()
+        .filter(|r| str_at(r, &["Type"]) == Some("AWS::Lambda::Permission"))
+        .map(|r| {
+            let properties = r.get("Properties").expect("Properties");
+            assert_eq!(str_at(properties, &["Principal"]), Some("apigateway.amazonaws.com"));
+            assert_eq!(str_at(properties, &["Action"]), Some("lambda:InvokeFunction"));
+            let function = properties.get("FunctionName").and_then(ref_target).expect("FunctionName: !Ref").to_string();
+            let source = match properties.get("SourceArn") {
+                Some(Value::Tagged(t)) if t.tag == "Sub" => t.value.as_str().unwrap_or_default().to_string(),
+                other => panic!("SourceArn must be a !Sub string, is {other:?}"),
+            };
+            (function, source)
+        })
+        .collect();
+    for route in body_routes(&template).iter() {
+        let wanted = format!("${{{api}}}/*/*{}", route.path.replace("{id}", "*"));
+        assert!(
+            permissions.iter().any(|(f, source)| *f == route.function && source.ends_with(&wanted)),
+            "{} {}: no permission for {} with a SourceArn ending in {wanted}",
+            route.method,
+            route.path,
+            route.function
+        );
     }
 }
 

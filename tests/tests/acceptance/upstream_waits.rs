@@ -372,3 +372,34 @@ async fn a_waiter_who_leaves_mid_write_is_booked_first_then_cancelled_through_a_
     assert!(invoke_worker(&app.state, messages.iter().map(sqs_record).collect()).await.batch_item_failures.is_empty());
     assert_eq!(upstream.with(|s| (s.posts, s.deletes, s.charges.len())), (1, 1, 0));
 }
+
+#[tokio::test]
+async fn a_wait_outside_the_calendar_rules_now_is_neither_booked_nor_offered_until_they_allow_it() {
+    let upstream = MockUpstream::start().await;
+    let (app, clock) = app_with(&upstream).await;
+    let seat = seat(&app).await;
+    taken_upstream(&upstream);
+    let alice = join(&app, "alice", seat, true).await;
+    let bob = join(&app, "bob", seat, false).await;
+    // Bookable a week ahead at most: the waits' range, a month ahead, is out of reach.
+    let (status, body) =
+        send(app.patch("admin", &format!("/v1/resources/{seat}"), &json!({"max_advance_days": 7}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    freed_upstream(&upstream);
+    later(&app, &clock);
+    let report = poll_once(&app).await;
+    assert_eq!((report.writes, report.offers), (0, 0), "{report:?}");
+    assert_eq!(posts(&upstream), 0, "nothing is written upstream for a range the rules refuse");
+    assert_eq!(entry(&app, "alice", &alice).await["status"], "WAITING");
+    assert_eq!(entry(&app, "bob", &bob).await["status"], "WAITING");
+
+    let (status, body) =
+        send(app.patch("admin", &format!("/v1/resources/{seat}"), &json!({"max_advance_days": 60}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    later(&app, &clock);
+    let report = poll_once(&app).await;
+    assert_eq!((report.writes, report.booked), (1, 1), "{report:?}");
+    assert_eq!(entry(&app, "alice", &alice).await["status"], "ACCEPTED");
+    assert_eq!(posts(&upstream), 1);
+}
