@@ -32,6 +32,7 @@ use tokio::sync::Semaphore;
 const READ_LIMIT: usize = 1024 * 1024;
 
 /// The OpenAPI document of the whole API. Served here only: it is not a Lambda route.
+/// (Neither is `/`, which answers the booking page of `GET /app`.)
 pub const OPENAPI_JSON: &str = include_str!("../../openapi/openapi.json");
 
 /// Routes one request to the function that owns it, as API Gateway would, with CORS
@@ -58,6 +59,11 @@ async fn route_to_function(state: &AppState, req: Request) -> Response<Body> {
         let mut response = Response::new(Body::Text(OPENAPI_JSON.to_string()));
         response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
         return response;
+    }
+    // The booking page at the root too, so `scripts/dev` opens on it; `/app` is its
+    // route in the table, as in AWS.
+    if matches!(*req.method(), http::Method::GET | http::Method::HEAD) && path == "/" {
+        return availability::page::reply(&state.config).into_response();
     }
     let function = match route(req.method(), &path) {
         Ok(matched) => matched.spec.function,

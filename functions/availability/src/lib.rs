@@ -3,10 +3,12 @@
 //! list; everyone's for admins), `GET /v1/reservations/{id}`,
 //! `GET /v1/resources/{id}/waitlist` (a resource's queue, admins only),
 //! `GET /v1/resources/{id}/slots` and `GET /v1/slots` (bookable starts of one or several
-//! resources, after their calendar rules), `GET /v1/waitlist/{id}`, `GET /v1/health` and `GET /v1/problems/{slug}` (the page
-//! a problem's `type` leads to). Reads take no locks. For an upstream
+//! resources, after their calendar rules), `GET /v1/waitlist/{id}`, `GET /v1/health`, `GET /v1/problems/{slug}` (the page
+//! a problem's `type` leads to) and `GET /app`, the booking page ([`page`]). Reads take no locks. For an upstream
 //! resource the upstream's claims are merged in as `EXTERNAL`, read through the shared
 //! single-flight cache behind the breaker.
+
+pub mod page;
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
@@ -29,6 +31,8 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         Op::Health => return health(state).await,
         // Public, like the problem documents that link to it.
         Op::GetProblem => return problem_page(matched.id),
+        // Public too: the page carries no data; it asks the API as whoever signs in.
+        Op::GetPage => return Ok(page::reply(&state.config).into_response()),
         _ => {}
     }
     let now = state.clock.now();

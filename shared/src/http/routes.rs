@@ -28,6 +28,7 @@ impl Function {
 pub enum Op {
     Health,
     GetProblem,
+    GetPage,
     CreateResource,
     ListResources,
     GetResource,
@@ -69,6 +70,8 @@ pub struct RouteSpec {
 pub const ROUTES: &[RouteSpec] = &[
     RouteSpec { method: "GET", path: "/v1/health", op: Op::Health, function: Function::Availability },
     RouteSpec { method: "GET", path: "/v1/problems/{id}", op: Op::GetProblem, function: Function::Availability },
+    // The booking page (web/): static, public, served by the read function.
+    RouteSpec { method: "GET", path: "/app", op: Op::GetPage, function: Function::Availability },
     RouteSpec { method: "POST", path: "/v1/resources", op: Op::CreateResource, function: Function::Admin },
     RouteSpec { method: "GET", path: "/v1/resources", op: Op::ListResources, function: Function::Admin },
     RouteSpec { method: "GET", path: "/v1/resources/{id}", op: Op::GetResource, function: Function::Admin },

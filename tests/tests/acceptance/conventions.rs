@@ -67,7 +67,8 @@ async fn a_401_challenges_for_a_bearer_token_and_says_what_header_mode_reads() {
     assert!(resp.headers().get("www-authenticate").is_none());
 }
 
-/// Every GET route of the contract, with ids that exist, and the dev server's document.
+/// Every GET route of the contract, with ids that exist, and the dev server's own: the
+/// document and the booking page at `/`.
 async fn get_paths(app: &TestApp) -> Vec<String> {
     let room = app.resource(1).await;
     let hold = app.hold("alice", room, 10, 11).await;
@@ -90,6 +91,7 @@ async fn get_paths(app: &TestApp) -> Vec<String> {
         })
         .collect();
     paths.push("/v1/openapi.json".into());
+    paths.push("/".into());
     paths
 }
 

@@ -189,9 +189,10 @@ fn in_jwt_mode_the_principal_is_the_sub_claim_and_admin_follows_the_scope() {
                 assert_eq!(principal(&spoofed, &config).unwrap().id, *sub, "{}: X-Principal is ignored", f.stem);
             }
             None => {
-                // Only health and the problem pages are served without the JWT authorizer.
-                let public = [Op::Health, Op::GetProblem].contains(&op_of(&f.stem));
-                assert!(public, "{}: only health and problem pages come without authorizer claims", f.stem);
+                // Only health, the problem pages and the booking page are served without
+                // the JWT authorizer.
+                let public = [Op::Health, Op::GetProblem, Op::GetPage].contains(&op_of(&f.stem));
+                assert!(public, "{}: only health and the pages come without authorizer claims", f.stem);
                 assert!(matches!(principal(&req, &config), Err(ApiError::Unauthenticated(_))));
             }
         }

@@ -297,12 +297,12 @@ fn every_route_is_served_through_the_one_http_api_with_payload_format_2() {
     }
 }
 
-/// The routes that answer without a token: health, and the problem pages that
-/// problem documents link to.
-const PUBLIC: [&str; 2] = ["/v1/health", "/v1/problems/{id}"];
+/// The routes that answer without a token: health, the problem pages that problem
+/// documents link to, and the booking page (static; its script sends the token).
+const PUBLIC: [&str; 3] = ["/v1/health", "/v1/problems/{id}", "/app"];
 
 #[test]
-fn only_health_and_the_problem_pages_are_open_and_the_calendar_reads_open_with_the_public_calendar() {
+fn only_health_the_problem_pages_and_the_booking_page_are_open_and_the_calendar_reads_open_with_the_public_calendar() {
     let template = template();
     let (_, api) = http_api(&template);
     let default = default_authorizer(&template);

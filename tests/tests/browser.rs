@@ -1,0 +1,640 @@
+//! The booking page in a real browser: headless Chromium from Debian's packages
+//! (`chromium`, `chromium-driver`), driven over WebDriver by a small client of its own
+//! on the HTTP client the tests already use. Each test starts a chromedriver on a free
+//! port and a dev server on its own database, clicks through the page as a person
+//! would, and checks the outcome in SQL. The screenshots of docs/screenshots/ are
+//! written here.
+//!
+//! A binary of its own, so the main suite is not slowed by browsers; its tests run one
+//! at a time (two Chromiums are plenty for two cores). Without chromedriver the tests
+//! are skipped by a bare `cargo test` on a workstation, and fail under CI (`CI` set)
+//! and under scripts/test (`BROWSER_TESTS_REQUIRED` set), which installs it.
+
+use acceptance::{TestApp, send};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// One browser test at a time, across the test threads of this binary.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// How long a wait for the page may take before the test gives up. A guard against a
+/// hang, not a measure: every wait ends as soon as its condition holds.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// A chromedriver of this test, stopped when dropped: its sessions are deleted first
+/// (chromedriver then quits their Chromiums itself), then chromedriver is killed, then
+/// any Chromium process left from its tree, each by the exact id read from /proc before
+/// the kill. Never a process group and never a negative id: a kill of "-1" ends every
+/// process of the machine.
+struct Chromedriver {
+    child: Child,
+    url: String,
+    http: reqwest::Client,
+    sessions: std::sync::Mutex<Vec<String>>,
+}
+
+impl Drop for Chromedriver {
+    fn drop(&mut self) {
+        for session in std::mem::take(&mut *self.sessions.lock().unwrap_or_else(|e| e.into_inner())) {
+            delete_blocking(&self.url, &session);
+        }
+        let left = descendants(self.child.id());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let left: Vec<String> =
+            left.into_iter().filter(|&pid| still_chromium(pid)).map(|pid| pid.to_string()).collect();
+        if !left.is_empty() {
+            let _ = Command::new("/usr/bin/kill").arg("-KILL").args(&left).stderr(Stdio::null()).status();
+        }
+    }
+}
+
+/// `DELETE /session/{id}` without the async runtime, which a `Drop` cannot wait on.
+fn delete_blocking(base: &str, session: &str) {
+    use std::io::{Read, Write};
+    let Some(authority) = base.strip_prefix("http://") else { return };
+    let Ok(mut stream) = std::net::TcpStream::connect(authority) else { return };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let request = format!("DELETE /session/{session} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_ok() {
+        let _ = stream.read_to_end(&mut Vec::new());
+    }
+}
+
+/// Every process below `pid`, from the kernel's lists of each thread's children. Ids
+/// above 1 only, so nothing read here can name "every process".
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(parent) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else { continue };
+        for task in tasks.flatten() {
+            let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for child in children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()).filter(|&c| c > 1) {
+                if !found.contains(&child) {
+                    found.push(child);
+                    todo.push(child);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Whether `pid` is still a Chromium process (and not an id the kernel has since given
+/// to something else).
+fn still_chromium(pid: u32) -> bool {
+    pid > 1
+        && std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim_end().starts_with("chrom"))
+}
+
+fn chromedriver_path() -> Option<PathBuf> {
+    let path = PathBuf::from(std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into()));
+    path.exists().then_some(path)
+}
+
+impl Chromedriver {
+    /// A running chromedriver, or `None` off CI when none is installed.
+    async fn start() -> Option<Chromedriver> {
+        let Some(path) = chromedriver_path() else {
+            assert!(
+                std::env::var_os("CI").is_none() && std::env::var_os("BROWSER_TESTS_REQUIRED").is_none(),
+                "chromedriver is missing under CI or scripts/test: apt-get install -y chromium chromium-driver"
+            );
+            eprintln!("skipped: no chromedriver (apt-get install -y chromium chromium-driver)");
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(path)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let driver = Chromedriver {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+            sessions: std::sync::Mutex::new(Vec::new()),
+        };
+        let started = Instant::now();
+        loop {
+            if let Ok(r) = driver.http.get(format!("{}/status", driver.url)).send().await
+                && let Ok(v) = r.json::<Value>().await
+                && v["value"]["ready"] == true
+            {
+                return Some(driver);
+            }
+            assert!(started.elapsed() < PATIENCE, "chromedriver did not become ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A new headless Chromium window.
+    async fn browser(&self) -> Browser {
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+                "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
+                         "--disable-gpu", "--lang=en-GB"],
+            },
+        }}});
+        let url = format!("{}/session", self.url);
+        // A Chromium that dies while starting on a loaded machine ("DevToolsActivePort
+        // file doesn't exist") is started again, twice at most: the browser is the
+        // test's tool, not what it tests.
+        let mut answer = try_call(&self.http, reqwest::Method::POST, &url, Some(caps.clone())).await;
+        for _ in 0..2 {
+            match &answer {
+                Err((_, e)) if e["value"]["error"] == "session not created" => {
+                    answer = try_call(&self.http, reqwest::Method::POST, &url, Some(caps.clone())).await;
+                }
+                _ => break,
+            }
+        }
+        let answer = answer.unwrap_or_else(|(status, e)| panic!("POST {url}: {status} {e}"));
+        let id = answer["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {answer}")).to_string();
+        self.sessions.lock().unwrap().push(id.clone());
+        Browser { http: self.http.clone(), session: format!("{}/session/{id}", self.url) }
+    }
+}
+
+/// One WebDriver command: its `value`, or the status and error document of a refusal.
+async fn try_call(
+    http: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    body: Option<Value>,
+) -> Result<Value, (StatusCode, Value)> {
+    let mut req = http.request(method.clone(), url);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let resp = req.send().await.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let status = resp.status();
+    let value: Value = resp.json().await.unwrap_or(Value::Null);
+    if status.is_success() { Ok(value["value"].clone()) } else { Err((status, value)) }
+}
+
+async fn call(http: &reqwest::Client, method: reqwest::Method, url: &str, body: Option<Value>) -> Value {
+    match try_call(http, method.clone(), url, body).await {
+        Ok(value) => value,
+        Err((status, value)) => panic!("{method} {url}: {status} {value}"),
+    }
+}
+
+/// One WebDriver session: a browser window.
+struct Browser {
+    http: reqwest::Client,
+    session: String,
+}
+
+impl Browser {
+    async fn post(&self, path: &str, body: Value) -> Value {
+        call(&self.http, reqwest::Method::POST, &format!("{}{path}", self.session), Some(body)).await
+    }
+
+    async fn goto(&self, url: &str) {
+        self.post("/url", json!({"url": url})).await;
+    }
+
+    async fn js(&self, script: &str, args: Value) -> Value {
+        self.post("/execute/sync", json!({"script": script, "args": args})).await
+    }
+
+    /// Waits until `predicate` (a JavaScript expression) is truthy.
+    async fn wait_for(&self, what: &str, predicate: &str) {
+        let script = format!("return !!({predicate});");
+        let started = Instant::now();
+        while self.js(&script, json!([])).await != true {
+            if started.elapsed() > PATIENCE {
+                let said = self.message().await;
+                panic!("waited in vain for {what}; the page says {said:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn element(&self, css: &str) -> String {
+        let css_json = serde_json::to_string(css).unwrap();
+        self.wait_for(&format!("an element {css}"), &format!("document.querySelector({css_json})")).await;
+        let found = self.post("/element", json!({"using": "css selector", "value": css})).await;
+        found[ELEMENT].as_str().expect("an element reference").to_string()
+    }
+
+    /// A real click (WebDriver's, with the pointer), on the element once it is enabled.
+    /// The page redraws its lists on every refresh, so an element found a moment ago may
+    /// be gone: then the one that replaced it is found and clicked.
+    async fn click(&self, css: &str) {
+        let css_json = serde_json::to_string(css).unwrap();
+        let started = Instant::now();
+        loop {
+            self.wait_for(&format!("{css} to be enabled"), &format!("!document.querySelector({css_json})?.disabled"))
+                .await;
+            let id = self.element(css).await;
+            let url = format!("{}/element/{id}/click", self.session);
+            match try_call(&self.http, reqwest::Method::POST, &url, Some(json!({}))).await {
+                Ok(_) => return,
+                Err((_, e)) if e["value"]["error"] == "stale element reference" && started.elapsed() < PATIENCE => {}
+                Err((status, e)) => panic!("POST {url}: {status} {e}"),
+            }
+        }
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let id = self.element(css).await;
+        self.post(&format!("/element/{id}/clear"), json!({})).await;
+        self.post(&format!("/element/{id}/value"), json!({"text": text})).await;
+    }
+
+    async fn text(&self, css: &str) -> String {
+        let css_json = serde_json::to_string(css).unwrap();
+        let v = self.js(&format!("return document.querySelector({css_json})?.textContent ?? null"), json!([])).await;
+        v.as_str().unwrap_or_default().to_string()
+    }
+
+    async fn message(&self) -> String {
+        self.text("#messages").await
+    }
+
+    /// The `data-state` of the calendar cell of `day` (0 = Monday) at `hour`.
+    async fn cell_state(&self, day: u8, hour: u8) -> String {
+        let v = self
+            .js(&format!("return document.querySelector('{}')?.dataset.state ?? null", cell(day, hour)), json!([]))
+            .await;
+        v.as_str().unwrap_or_default().to_string()
+    }
+
+    async fn wait_for_cell(&self, day: u8, hour: u8, state: &str) {
+        let predicate = format!("document.querySelector('{}')?.dataset.state === '{state}'", cell(day, hour));
+        self.wait_for(&format!("cell {day}/{hour} to be {state}"), &predicate).await;
+    }
+
+    /// Opens the page at `path` (`/` or `/app`, with a query or without), signs in as
+    /// `who`, picks `resource` and shows next week (every hour of it lies ahead, whenever
+    /// the test runs).
+    async fn open(&self, app: &TestApp, path: &str, who: &str, resource: Uuid) {
+        self.goto(&app.url(path)).await;
+        self.type_into("#who", who).await;
+        self.click("#sign-in").await;
+        self.wait_for(
+            "the resource list",
+            &format!("[...document.querySelectorAll('#resource option')].some(o => o.value === '{resource}')"),
+        )
+        .await;
+        self.js(
+            "const s = document.getElementById('resource'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+            json!([resource]),
+        )
+        .await;
+        self.click("#week-next").await;
+        self.wait_for_week(resource, 1).await;
+    }
+
+    /// Waits until the calendar shows `resource` in `week` (0 = this one) in colour.
+    async fn wait_for_week(&self, resource: Uuid, week: u8) {
+        let d = "document.getElementById('calendar').dataset";
+        self.wait_for(
+            &format!("week {week} of {resource} painted"),
+            &format!("{d}.resource === '{resource}' && {d}.week === '{week}'"),
+        )
+        .await;
+    }
+
+    /// Asks the page to refresh and waits for a round of reads that began after the ask
+    /// (one already under way may have read too early).
+    async fn refreshed(&self) {
+        let started = self.js("return Number(document.body.dataset.started || 0)", json!([])).await;
+        self.click("#refresh").await;
+        self.wait_for("a refresh", &format!("Number(document.body.dataset.refreshed || 0) > {started}")).await;
+    }
+
+    async fn screenshot(&self, name: &str) {
+        let png = base64_decode(self.js_screenshot().await.as_str().expect("a base64 PNG"));
+        let dir = acceptance::workspace_root().join("docs/screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), png).unwrap();
+    }
+
+    async fn js_screenshot(&self) -> Value {
+        call(&self.http, reqwest::Method::GET, &format!("{}/screenshot", self.session), None).await
+    }
+}
+
+/// The seconds of a countdown shown as `m:ss`.
+fn seconds(countdown: &str) -> u32 {
+    let (m, s) = countdown.split_once(':').unwrap_or_else(|| panic!("a countdown: {countdown:?}"));
+    m.parse::<u32>().unwrap() * 60 + s.parse::<u32>().unwrap()
+}
+
+fn cell(day: u8, hour: u8) -> String {
+    format!("#calendar button[data-day=\"{day}\"][data-hour=\"{hour}\"]")
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("not base64: {c}"),
+    };
+    let bytes: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=').map(value).collect();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &v)| n | (u32::from(v) << (18 - 6 * i)));
+        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+/// The reservations of `resource` as stored: (owner, status, local start in `zone`).
+async fn stored(app: &TestApp, resource: Uuid, zone: &str) -> Vec<(String, String, String)> {
+    app.db()
+        .await
+        .query(
+            "SELECT owner, status::text, to_char(starts_at AT TIME ZONE $2, 'Dy HH24:MI') FROM reservations \
+             WHERE resource_id = $1 ORDER BY created_at",
+            &[&resource, &zone],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+fn row(owner: &str, status: &str, at: &str) -> (String, String, String) {
+    (owner.into(), status.into(), at.into())
+}
+
+/// The instant of a calendar cell as the page computed it.
+async fn cell_start(browser: &Browser, day: u8, hour: u8) -> String {
+    let v = browser.js(&format!("return document.querySelector('{}').dataset.start", cell(day, hour)), json!([])).await;
+    v.as_str().expect("a start").to_string()
+}
+
+#[test]
+fn screenshots_are_decoded_from_base64() {
+    assert_eq!(base64_decode("iVBORw0KGgo="), b"\x89PNG\r\n\x1a\n");
+    assert_eq!(base64_decode("YWJj"), b"abc");
+    assert_eq!(base64_decode("YWI="), b"ab");
+}
+
+#[test]
+fn countdowns_are_read_as_seconds() {
+    assert_eq!(seconds("4:59"), 299);
+    assert_eq!(seconds("0:04"), 4);
+}
+
+#[tokio::test]
+async fn a_person_holds_a_free_hour_in_the_resources_zone_confirms_it_and_cancels_it() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let Some(driver) = Chromedriver::start().await else { return };
+    let app = TestApp::spawn().await;
+    let zone = "Europe/Berlin";
+    let room = app.resource_with(json!({"name": "Room 101", "capacity": 1, "time_zone": zone})).await;
+    let page = driver.browser().await;
+    page.open(&app, "/", "alice", room).await;
+
+    // Others' claims of next week, made beside the page: a booking and a hold.
+    let (bob_start, bob_end) = (cell_start(&page, 2, 12).await, cell_start(&page, 2, 14).await);
+    let (status, _) = send(app.post(
+        "bob",
+        "/v1/reservations",
+        &json!({"resource_id": room, "start": bob_start, "end": bob_end, "confirm": true}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (carol_start, carol_end) = (cell_start(&page, 3, 9).await, cell_start(&page, 3, 10).await);
+    let (status, _) = app.reserve("carol", room, (&carol_start, &carol_end), 1).await;
+    assert_eq!(status, StatusCode::CREATED);
+    page.refreshed().await;
+    assert_eq!(page.cell_state(2, 12).await, "taken");
+    assert_eq!(page.cell_state(2, 13).await, "taken");
+    assert_eq!(page.cell_state(3, 9).await, "held");
+    assert_eq!(page.cell_state(2, 10).await, "free");
+
+    page.click(&cell(2, 10)).await;
+    page.wait_for_cell(2, 10, "mine-held").await;
+    page.wait_for("the hold panel", "!document.getElementById('hold').hidden").await;
+    let countdown = page.text("#hold-countdown").await;
+    assert!((240..=300).contains(&seconds(&countdown)), "a countdown of about five minutes: {countdown}");
+    assert!(page.message().await.contains("Held"), "{}", page.message().await);
+    page.screenshot("week-with-hold.png").await;
+    assert_eq!(
+        stored(&app, room, zone).await,
+        vec![
+            row("bob", "CONFIRMED", "Wed 12:00"),
+            row("carol", "HELD", "Thu 09:00"),
+            row("alice", "HELD", "Wed 10:00")
+        ]
+    );
+
+    page.click("#confirm").await;
+    page.wait_for_cell(2, 10, "mine").await;
+    assert!(page.message().await.starts_with("Confirmed: Room 101"), "{}", page.message().await);
+    page.wait_for("the booking in my list", "document.querySelector('#mine li[data-status=CONFIRMED]')").await;
+    page.screenshot("booked.png").await;
+    assert_eq!(stored(&app, room, zone).await[2], row("alice", "CONFIRMED", "Wed 10:00"));
+
+    // A second hold, released from its panel.
+    page.click(&cell(4, 16)).await;
+    page.wait_for_cell(4, 16, "mine-held").await;
+    page.click("#release").await;
+    page.wait_for_cell(4, 16, "free").await;
+    assert!(page.message().await.starts_with("Released"), "{}", page.message().await);
+    assert_eq!(stored(&app, room, zone).await[3], row("alice", "RELEASED", "Fri 16:00"));
+
+    // The booking, cancelled from the list of my reservations.
+    page.click("#mine li[data-status=CONFIRMED] button").await;
+    page.wait_for_cell(2, 10, "free").await;
+    assert!(page.message().await.starts_with("Cancelled Room 101"), "{}", page.message().await);
+    assert_eq!(stored(&app, room, zone).await[2], row("alice", "CANCELLED", "Wed 10:00"));
+}
+
+#[tokio::test]
+async fn two_browsers_race_for_one_slot_one_holds_it_and_the_other_is_told_it_was_just_taken() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let Some(driver) = Chromedriver::start().await else { return };
+    let app = TestApp::spawn().await;
+    let room = app.resource_with(json!({"name": "Focus booth", "capacity": 1})).await;
+    let (alice, bob) = (driver.browser().await, driver.browser().await);
+    // Both views go stale on purpose: no refresh of their own until the race is run.
+    alice.open(&app, "/?refresh=600", "alice", room).await;
+    bob.open(&app, "/?refresh=600", "bob", room).await;
+    assert_eq!(alice.cell_state(1, 11).await, "free");
+    assert_eq!(bob.cell_state(1, 11).await, "free");
+
+    let slot = cell(1, 11);
+    tokio::join!(alice.click(&slot), bob.click(&slot));
+
+    let mut outcomes = Vec::new();
+    for page in [&alice, &bob] {
+        page.wait_for("the outcome", "/^(Held|Just taken)/.test(document.getElementById('messages').textContent)")
+            .await;
+        outcomes.push(page.message().await.starts_with("Held"));
+    }
+    assert_eq!(outcomes.iter().filter(|won| **won).count(), 1, "exactly one browser holds the slot");
+    let (winner, loser) = if outcomes[0] { (&alice, &bob) } else { (&bob, &alice) };
+    assert_eq!(winner.cell_state(1, 11).await, "mine-held");
+    assert!(loser.message().await.contains("someone else got"), "{}", loser.message().await);
+    // The loser's calendar was read again at once: the hour shows as held by another.
+    loser.wait_for_cell(1, 11, "held").await;
+    loser.screenshot("just-taken.png").await;
+
+    let start = cell_start(&alice, 1, 11).await;
+    let active: i64 = app
+        .db()
+        .await
+        .query_one(
+            "SELECT count(*) FROM reservations WHERE resource_id = $1 AND starts_at = $2::text::timestamptz \
+             AND status IN ('HELD','CONFIRMING','CONFIRMED')",
+            &[&room, &start],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(active, 1, "one reservation for the slot");
+}
+
+#[tokio::test]
+async fn a_hold_lapses_on_screen_when_its_countdown_reaches_zero() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let Some(driver) = Chromedriver::start().await else { return };
+    let app = TestApp::spawn().await;
+    let room = app.resource_with(json!({"name": "Quick room", "capacity": 1, "hold_ttl_seconds": 4})).await;
+    let page = driver.browser().await;
+    // The page at its route in AWS, `/app`, rather than the dev server's `/`.
+    page.open(&app, "/app", "alice", room).await;
+
+    page.click(&cell(0, 9)).await;
+    page.wait_for_cell(0, 9, "mine-held").await;
+    let countdown = page.text("#hold-countdown").await;
+    assert!(seconds(&countdown) <= 4, "a countdown of the resource's four seconds at most: {countdown}");
+
+    page.wait_for_cell(0, 9, "free").await;
+    page.wait_for("the panel gone", "document.getElementById('hold').hidden").await;
+    assert!(page.message().await.contains("expired; the time is free again"), "{}", page.message().await);
+    assert!(acceptance::active_claims(&app.db().await, room).await.is_empty(), "the lapsed hold claims nothing");
+}
+
+#[tokio::test]
+async fn a_person_joins_the_waitlist_of_a_full_hour_and_accepts_the_offer_when_it_frees() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let Some(driver) = Chromedriver::start().await else { return };
+    let app = TestApp::spawn().await;
+    let room = app.resource_with(json!({"name": "Meeting room", "capacity": 1})).await;
+    let (alice, bob) = (driver.browser().await, driver.browser().await);
+    alice.open(&app, "/", "alice", room).await;
+    alice.click(&cell(3, 15)).await;
+    alice.wait_for_cell(3, 15, "mine-held").await;
+    alice.click("#confirm").await;
+    alice.wait_for_cell(3, 15, "mine").await;
+
+    bob.open(&app, "/", "bob", room).await;
+    assert_eq!(bob.cell_state(3, 15).await, "taken");
+    bob.click(&cell(3, 15)).await;
+    bob.wait_for("the waiting entry", "document.querySelector('#waits li[data-status=WAITING]')").await;
+    assert!(bob.message().await.contains("on the waitlist"), "{}", bob.message().await);
+    assert!(bob.text("#waits").await.contains("position 1"), "{}", bob.text("#waits").await);
+
+    // Alice cancels from her list; the freed hour is offered to bob in that transaction.
+    alice.click("#mine li[data-status=CONFIRMED] button").await;
+    alice.wait_for_cell(3, 15, "held").await;
+
+    bob.wait_for("the offer", "document.getElementById('accept-offer')").await;
+    assert!(bob.message().await.starts_with("An offer arrived"), "{}", bob.message().await);
+    bob.wait_for_cell(3, 15, "mine-held").await;
+    bob.screenshot("waitlist-offer.png").await;
+    bob.click("#accept-offer").await;
+    bob.wait_for_cell(3, 15, "mine").await;
+    assert!(bob.message().await.starts_with("Confirmed"), "{}", bob.message().await);
+
+    let db = app.db().await;
+    let entry: String = db
+        .query_one("SELECT status::text FROM waitlist_entries WHERE resource_id = $1 AND owner = 'bob'", &[&room])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(entry, "ACCEPTED");
+    let statuses = stored(&app, room, "UTC").await.into_iter().map(|(o, s, _)| (o, s)).collect::<Vec<_>>();
+    assert_eq!(statuses, vec![("alice".into(), "CANCELLED".into()), ("bob".into(), "CONFIRMED".into())]);
+}
+
+#[tokio::test]
+async fn an_admin_creates_a_resource_cancels_a_booking_of_it_and_archives_it() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let Some(driver) = Chromedriver::start().await else { return };
+    let app = TestApp::spawn().await;
+    let lobby = app.resource_with(json!({"name": "Lobby"})).await;
+    let page = driver.browser().await;
+    page.open(&app, "/", "admin", lobby).await;
+
+    page.click("#admin summary").await;
+    page.type_into("#new-name", "Studio").await;
+    page.type_into("#new-capacity", "2").await;
+    page.type_into("#new-zone", "America/New_York").await;
+    page.click("#create-resource").await;
+    page.wait_for(
+        "the new resource chosen",
+        "document.querySelector('#resource option:checked')?.textContent === 'Studio (2 places)'",
+    )
+    .await;
+    let studio: Uuid =
+        page.js("return document.getElementById('resource').value", json!([])).await.as_str().unwrap().parse().unwrap();
+    let (zone, capacity): (String, i32) = {
+        let r = app
+            .db()
+            .await
+            .query_one("SELECT time_zone, capacity FROM resources WHERE id = $1", &[&studio])
+            .await
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!((zone.as_str(), capacity), ("America/New_York", 2));
+
+    page.click("#week-next").await;
+    page.wait_for_week(studio, 2).await;
+    assert_eq!(page.cell_state(1, 10).await, "free");
+    let (start, end) = (cell_start(&page, 1, 10).await, cell_start(&page, 1, 11).await);
+    let (status, _) = send(app.post(
+        "alice",
+        "/v1/reservations",
+        &json!({"resource_id": studio, "start": start, "end": end, "confirm": true}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    page.refreshed().await;
+    page.wait_for("alice's booking listed", "document.querySelector('#bookings li[data-owner=alice]')").await;
+    assert_eq!(page.cell_state(1, 10).await, "free", "one of two places is still free");
+    page.screenshot("admin.png").await;
+
+    page.click("#bookings li[data-owner=alice] button").await;
+    page.wait_for("the list emptied", "!document.querySelector('#bookings li[data-owner=alice]')").await;
+    assert_eq!(stored(&app, studio, "America/New_York").await, vec![row("alice", "CANCELLED", "Tue 10:00")]);
+
+    page.click("#archive").await;
+    page.wait_for(
+        "the studio gone from the list",
+        &format!("![...document.querySelectorAll('#resource option')].some(o => o.value === '{studio}')"),
+    )
+    .await;
+    assert!(page.message().await.starts_with("Archived Studio"), "{}", page.message().await);
+    let archived: bool = app
+        .db()
+        .await
+        .query_one("SELECT archived_at IS NOT NULL FROM resources WHERE id = $1", &[&studio])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(archived);
+}
