@@ -438,3 +438,18 @@ async fn the_event_types_an_endpoint_may_ask_for_are_the_ones_the_outbox_writes(
     known.sort();
     assert_eq!(written, known, "{check}");
 }
+
+#[tokio::test]
+async fn the_notifier_reads_the_events_queues_batch_fixture_as_lambda_hands_it_over() {
+    let app = TestApp::spawn().await;
+    let raw = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/events/sqs_events_batch.json")).unwrap();
+    let event: SqsEvent = serde_json::from_str(&raw).expect("an SQS event as Lambda sends it");
+    assert_eq!(event.records[0].attributes.get("MessageGroupId").map(String::as_str), Some(
+        "00000000-0000-0000-0000-000000000002"
+    ));
+
+    // No endpoint wants the event, so it is done; the second message is no event.
+    let failures = handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), event.records.clone()).await;
+
+    assert_eq!(failures, [event.records[1].message_id.clone().unwrap()]);
+}
