@@ -453,3 +453,23 @@ async fn the_notifier_reads_the_events_queues_batch_fixture_as_lambda_hands_it_o
 
     assert_eq!(failures, [event.records[1].message_id.clone().unwrap()]);
 }
+
+#[tokio::test]
+async fn the_sweep_forgets_deliveries_only_once_the_queue_can_no_longer_deliver_the_event_again() {
+    let clock = Arc::new(shared::clock::ManualClock::new(chrono::Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    register(&app, &receiver.url, &["reservation.held"], None).await;
+    let event = held_event(&app, resource).await;
+    assert!(handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), vec![message(&event)]).await.is_empty());
+    let sweep = || sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default());
+
+    // The events queue keeps a message 4 days; the record outlives that.
+    clock.advance(chrono::Duration::days(6));
+    assert_eq!(sweep().await.webhook_deliveries_purged, Some(0));
+    assert_eq!(deliveries_of(&app, event.id).await, 1);
+    clock.advance(chrono::Duration::days(2));
+    assert_eq!(sweep().await.webhook_deliveries_purged, Some(1));
+    assert_eq!(deliveries_of(&app, event.id).await, 0);
+}
