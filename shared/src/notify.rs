@@ -179,8 +179,7 @@ pub async fn deliver(pool: &Pool, clock: &dyn Clock, sender: &Sender, body: &str
         return Ok(Delivery::Done { sent: 0 });
     }
     let now = clock.now().timestamp();
-    let outcomes =
-        futures::future::join_all(targets.iter().map(|target| sender.post(target, &head, body, now))).await;
+    let outcomes = futures::future::join_all(targets.iter().map(|target| sender.post(target, &head, body, now))).await;
     let client = pool.get().await?;
     let (mut sent, mut failed) = (0, 0);
     for (target, outcome) in targets.iter().zip(outcomes) {

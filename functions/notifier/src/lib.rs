@@ -37,7 +37,12 @@ pub async fn process_message(notifier: &Notifier, message: &SqsMessage) -> bool 
             true
         }
         Ok(Delivery::Retry { sent, failed }) => {
-            tracing::warn!(message_id, sent, failed, "event not accepted by every endpoint; it will be delivered again");
+            tracing::warn!(
+                message_id,
+                sent,
+                failed,
+                "event not accepted by every endpoint; it will be delivered again"
+            );
             false
         }
         Ok(Delivery::Unreadable) => {
@@ -117,8 +122,7 @@ mod tests {
 
     #[test]
     fn a_batch_splits_into_its_message_groups_in_order() {
-        let batch =
-            [message("1", Some("a")), message("2", Some("b")), message("3", Some("a")), message("4", None)];
+        let batch = [message("1", Some("a")), message("2", Some("b")), message("3", Some("a")), message("4", None)];
         assert_eq!(groups(&batch), [vec![0, 2], vec![1], vec![3]]);
     }
 }

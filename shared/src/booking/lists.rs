@@ -116,7 +116,11 @@ pub async fn list_resources(
 }
 
 /// `GET /v1/webhooks` (admins): the live endpoints, newest first, without secrets.
-pub async fn list_webhooks(c: &impl GenericClient, key: &CursorKey, page: PageRequest) -> Result<Page<Webhook>, BookingError> {
+pub async fn list_webhooks(
+    c: &impl GenericClient,
+    key: &CursorKey,
+    page: PageRequest,
+) -> Result<Page<Webhook>, BookingError> {
     let scope = Scope::new("webhooks");
     let after = newest_position(key, &scope, page.cursor.as_deref())?;
     let rows = webhooks::list(c, after, page.limit + 1).await?;

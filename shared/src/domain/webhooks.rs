@@ -83,7 +83,7 @@ pub fn check_event_types(types: Vec<String>, errors: &mut Vec<FieldError>) -> Ve
     for (i, t) in types.iter().enumerate() {
         if !EVENT_TYPES.contains(&t.as_str()) {
             errors.push(FieldError::new(
-                &format!("event_types[{i}]"),
+                format!("event_types[{i}]"),
                 format!("must be one of {}", EVENT_TYPES.join(", ")),
             ));
         } else if types[..i].contains(t) {

@@ -101,10 +101,9 @@ impl Receiver {
 
 /// Registers an endpoint as the admin; the 201's body (with the secret).
 async fn register(app: &TestApp, url: &str, types: &[&str], resource: Option<Uuid>) -> Value {
-    let (status, body) = send(
-        app.post("admin", "/v1/webhooks", &json!({"url": url, "event_types": types, "resource_id": resource})),
-    )
-    .await;
+    let (status, body) =
+        send(app.post("admin", "/v1/webhooks", &json!({"url": url, "event_types": types, "resource_id": resource})))
+            .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     body
 }
@@ -153,11 +152,7 @@ async fn handle(notifier: &Notifier, messages: Vec<SqsMessage>) -> Vec<String> {
 
 async fn deliveries_of(app: &TestApp, event: Uuid) -> i64 {
     let client = app.state.pool.get().await.unwrap();
-    client
-        .query_one("SELECT count(*) FROM webhook_deliveries WHERE event_id = $1", &[&event])
-        .await
-        .unwrap()
-        .get(0)
+    client.query_one("SELECT count(*) FROM webhook_deliveries WHERE event_id = $1", &[&event]).await.unwrap().get(0)
 }
 
 /// A hold on a new resource; its `reservation.held` event.
@@ -173,7 +168,8 @@ async fn an_event_arrives_signed_with_the_secret_the_endpoint_was_given() {
     let app = TestApp::spawn().await;
     let receiver = Receiver::accepting().await;
     let resource = app.resource(1).await;
-    let secret = register(&app, &receiver.url, &["reservation.held"], None).await["secret"].as_str().unwrap().to_string();
+    let secret =
+        register(&app, &receiver.url, &["reservation.held"], None).await["secret"].as_str().unwrap().to_string();
     let event = held_event(&app, resource).await;
 
     let failures = handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), vec![message(&event)]).await;
@@ -338,7 +334,9 @@ async fn when_a_reservations_event_fails_its_later_events_in_the_batch_wait_and_
     let seen: Vec<(String, String)> = receiver
         .seen()
         .iter()
-        .map(|s| (s.event()["type"].as_str().unwrap().to_string(), s.event()["subject_id"].as_str().unwrap().to_string()))
+        .map(|s| {
+            (s.event()["type"].as_str().unwrap().to_string(), s.event()["subject_id"].as_str().unwrap().to_string())
+        })
         .collect();
     assert!(!seen.iter().any(|(kind, _)| kind == "reservation.confirmed"), "no confirm before its hold: {seen:?}");
     assert!(seen.contains(&("reservation.held".to_string(), second["id"].as_str().unwrap().to_string())));
@@ -424,10 +422,7 @@ async fn the_event_types_an_endpoint_may_ask_for_are_the_ones_the_outbox_writes(
     let app = TestApp::spawn().await;
     let client = app.state.pool.get().await.unwrap();
     let check: String = client
-        .query_one(
-            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'outbox_kind_known'",
-            &[],
-        )
+        .query_one("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'outbox_kind_known'", &[])
         .await
         .unwrap()
         .get(0);
@@ -444,9 +439,10 @@ async fn the_notifier_reads_the_events_queues_batch_fixture_as_lambda_hands_it_o
     let app = TestApp::spawn().await;
     let raw = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/events/sqs_events_batch.json")).unwrap();
     let event: SqsEvent = serde_json::from_str(&raw).expect("an SQS event as Lambda sends it");
-    assert_eq!(event.records[0].attributes.get("MessageGroupId").map(String::as_str), Some(
-        "00000000-0000-0000-0000-000000000002"
-    ));
+    assert_eq!(
+        event.records[0].attributes.get("MessageGroupId").map(String::as_str),
+        Some("00000000-0000-0000-0000-000000000002")
+    );
 
     // No endpoint wants the event, so it is done; the second message is no event.
     let failures = handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), event.records.clone()).await;
@@ -472,4 +468,28 @@ async fn the_sweep_forgets_deliveries_only_once_the_queue_can_no_longer_deliver_
     clock.advance(chrono::Duration::days(2));
     assert_eq!(sweep().await.webhook_deliveries_purged, Some(1));
     assert_eq!(deliveries_of(&app, event.id).await, 0);
+}
+
+#[tokio::test]
+async fn the_dev_servers_in_process_notifier_delivers_what_the_relay_publishes() {
+    let app = TestApp::spawn().await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    register(&app, &receiver.url, &["reservation.held"], None).await;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let loop_task = tokio::spawn(dev_server::run_notifier(Arc::new(notifier(&app, Sender::DEFAULT_TIMEOUT)), rx));
+    let reservation = app.hold("alice", resource, 10, 11).await;
+
+    let sweep = sweeper::sweep(&app.state, &shared::outbox::Queue::Channel(tx), Default::default()).await;
+
+    assert_eq!(sweep.events.map(|r| r.published), Some(1));
+    // The loop runs on its own task: wait for the receiver to have the event.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while receiver.seen().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    loop_task.abort();
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].event()["subject_id"], reservation["id"]);
 }
