@@ -3,7 +3,9 @@
 //! logic of its own; it only turns hyper requests into `lambda_http` requests and back,
 //! runs the scheduled function's sweep on an interval, as EventBridge would, and feeds
 //! intent messages to the intent worker's own message handler, from an in-process queue
-//! by default or from a real SQS queue when `INTENTS_QUEUE_URL` is set.
+//! by default or from a real SQS queue when `INTENTS_QUEUE_URL` is set. Events go to
+//! the notifier's own message handler on an in-process queue, unless `EVENTS_QUEUE_URL`
+//! names a queue (then they go there, for whatever consumes it).
 //!
 //! It stands where API Gateway stands in AWS, so it defends itself the way a front
 //! door must: a request's head and its body must arrive in time, the connections
@@ -246,5 +248,39 @@ pub async fn run_intent_worker_on_sqs(state: AppState, sqs: aws_sdk_sqs::Client,
                 let _ = sqs.delete_message().queue_url(&queue_url).receipt_handle(handle).send().await;
             }
         }
+    }
+}
+
+/// How often the in-process notifier tries an event before it gives up on it, as the
+/// events queue's redrive policy does (`maxReceiveCount`).
+pub const NOTIFIER_TRIES: u32 = 5;
+
+/// The notifier on the in-process events queue: each event is logged, then handed to
+/// the notifier's own message handler, which signs and posts it to the registered
+/// endpoints. One that some endpoint did not accept comes back after 1, 2, 4, 8 s, as
+/// SQS would deliver it again, and is dropped with an error line after
+/// [`NOTIFIER_TRIES`] tries (where SQS would move it to the dead-letter queue). Unlike
+/// the FIFO queue, a retried event no longer holds back its subject's later events.
+pub async fn run_notifier(
+    notifier: std::sync::Arc<notifier::Notifier>,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<shared::outbox::Envelope>,
+) {
+    while let Some(envelope) = queue.recv().await {
+        tracing::info!(event_id = %envelope.id, kind = %envelope.kind, subject_id = %envelope.subject_id, "event");
+        let notifier = notifier.clone();
+        tokio::spawn(async move {
+            let mut message = aws_lambda_events::sqs::SqsMessage::default();
+            message.message_id = Some(envelope.id.to_string());
+            message.body = serde_json::to_string(&envelope).ok();
+            for attempt in 1..=NOTIFIER_TRIES {
+                if notifier::process_message(&notifier, &message).await {
+                    return;
+                }
+                if attempt < NOTIFIER_TRIES {
+                    tokio::time::sleep(std::time::Duration::from_secs(1 << (attempt - 1))).await;
+                }
+            }
+            tracing::error!(event_id = %envelope.id, tries = NOTIFIER_TRIES, "event given up after every try");
+        });
     }
 }

@@ -1,5 +1,5 @@
 use dev_server::startup::{self, Settings, StartupError};
-use shared::outbox::{LogPublisher, Queue, SqsPublisher};
+use shared::outbox::{Queue, SqsPublisher};
 use shared::{AppState, config::Defaults};
 use std::process::ExitCode;
 
@@ -48,12 +48,20 @@ async fn run() -> Result<(), StartupError> {
             background.push(tokio::spawn(dev_server::run_intent_worker(state.clone(), rx, tx)));
         }
     }
-    // Events go to EVENTS_QUEUE_URL when one is given (moto, LocalStack, AWS), else to the log.
+    // Events go to EVENTS_QUEUE_URL when one is given (moto, LocalStack, AWS), else to
+    // the log and the in-process notifier, which posts them to the registered webhooks.
     let sweep_every = settings.sweep_interval;
-    background.push(match env("EVENTS_QUEUE_URL") {
+    let scheduled = match env("EVENTS_QUEUE_URL") {
         Some(url) => tokio::spawn(dev_server::run_scheduled(state.clone(), SqsPublisher::from_env(url), sweep_every)),
-        None => tokio::spawn(dev_server::run_scheduled(state.clone(), LogPublisher, sweep_every)),
-    });
+        None => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let sender = shared::notify::Sender::new(shared::notify::Sender::DEFAULT_TIMEOUT);
+            let notifier = std::sync::Arc::new(notifier::Notifier { state: state.clone(), sender });
+            background.push(tokio::spawn(dev_server::run_notifier(notifier, rx)));
+            tokio::spawn(dev_server::run_scheduled(state.clone(), Queue::Channel(tx), sweep_every))
+        }
+    };
+    background.push(scheduled);
     let port = listener.local_addr().map_or(settings.port, |a| a.port());
     tracing::info!(%port, applied, "dev server listening on http://127.0.0.1:{port}");
     tokio::select! {

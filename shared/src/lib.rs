@@ -24,6 +24,8 @@
 //!   (`breaker`) and the shared single-flight read cache (`cache`).
 //! - [`outbox`]: the outbox relay (after commit and from the sweeper) to SQS, with
 //!   its publishers.
+//! - [`notify`]: signed webhooks: the signature, and delivery of one event to the
+//!   endpoints that want it (`webhook_endpoints`, `webhook_deliveries`).
 //! - [`http`]: the adapter from `lambda_http` requests to those operations: routing
 //!   (`routes`), identity, strict JSON bodies and query strings (`request`, and
 //!   `lists` for the lists' parameters), idempotency keys
@@ -42,6 +44,7 @@ pub mod domain;
 pub mod http;
 pub mod intents;
 pub mod metrics;
+pub mod notify;
 pub mod outbox;
 pub mod upstream;
 

@@ -3,16 +3,20 @@
 //! idempotency guard, and `DELETE /v1/resources/{id}` (archive) are for admins;
 //! `GET /v1/resources` (the list, newest first) and `GET /v1/resources/{id}` are for
 //! every principal.
+//!
+//! Webhook endpoints are for admins only: `POST /v1/webhooks` (inside the idempotency
+//! guard; its answer is the one place the signing secret is shown), `GET /v1/webhooks`,
+//! `GET /v1/webhooks/{id}` (never the secret) and `DELETE /v1/webhooks/{id}`.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use shared::AppState;
-use shared::booking::{self, NewResource, ResourceChange, ResourceDefaults};
+use shared::booking::{self, NewResource, ResourceChange, ResourceDefaults, WebhookRequest};
 use shared::domain::Authority;
 use shared::http::fields::{self, Fields};
 use shared::http::{
     ApiError, Function, Op, Reply, fingerprint, json_body, principal, resources_query, respond, route_for,
-    run_idempotent,
+    run_idempotent, waitlist_query,
 };
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
@@ -78,8 +82,48 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             tx.commit().await?;
             Ok(Reply::json(StatusCode::OK, &r).into_response())
         }
+        Op::CreateWebhook | Op::ListWebhooks | Op::GetWebhook | Op::DeleteWebhook if !who.admin => {
+            Err(ApiError::Forbidden)
+        }
+        Op::CreateWebhook => {
+            let body = json_body(req, false)?;
+            let request = body.read(create_webhook)?;
+            let fingerprint = fingerprint(req, &body.canonical);
+            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+                let w = booking::create_webhook(tx, &who, request, state.clock.now()).await?;
+                Ok(Reply::json(StatusCode::CREATED, &w).with_location(format!("/v1/webhooks/{}", w.webhook.id)))
+            })
+            .await
+        }
+        Op::ListWebhooks => {
+            // The same parameters as the waitlist's page: `limit` and `cursor`.
+            let page = waitlist_query(req)?;
+            let client = state.pool.get().await?;
+            let key = state.cursor_key(&client).await?;
+            Ok(Reply::json(StatusCode::OK, &booking::list_webhooks(&client, key, page).await?).into_response())
+        }
+        Op::GetWebhook => {
+            let id = matched.id(ApiError::WebhookNotFound)?;
+            let client = state.pool.get().await?;
+            Ok(Reply::json(StatusCode::OK, &booking::get_webhook(&client, id).await?).into_response())
+        }
+        Op::DeleteWebhook => {
+            let id = matched.id(ApiError::WebhookNotFound)?;
+            let client = state.pool.get().await?;
+            booking::delete_webhook(&client, id, state.clock.now()).await?;
+            Ok(Reply::empty(StatusCode::NO_CONTENT).into_response())
+        }
         _ => Err(ApiError::RouteNotFound),
     }
+}
+
+/// The body of `POST /v1/webhooks`. Which URLs and event types are allowed is the
+/// booking layer's rule.
+fn create_webhook(f: &mut Fields<'_>) -> Option<WebhookRequest> {
+    let url = f.required("url", fields::text(1, 2000));
+    let event_types = f.required("event_types", fields::strings(shared::domain::webhooks::EVENT_TYPES.len() * 2));
+    let resource_id = f.nullable("resource_id", fields::uuid);
+    Some(WebhookRequest { url: url?, event_types: event_types?, resource_id })
 }
 
 /// The body of `PATCH /v1/resources/{id}`: any of these, at least one.

@@ -34,6 +34,8 @@ pub struct SweepReport {
     pub idempotency_purged: Option<u64>,
     /// Published outbox rows past `OUTBOX_RETENTION_HOURS`, deleted.
     pub outbox_purged: Option<u64>,
+    /// Records of webhook deliveries past their retention, deleted.
+    pub webhook_deliveries_purged: Option<u64>,
     /// Tasks that failed this run, by name; they run again next time.
     pub failed: Vec<&'static str>,
 }
@@ -75,6 +77,8 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
     report.idempotency_purged = note(&mut report, "idempotency", purged).map(|(n, _)| n);
     let purged = sweep::purge_outbox(&state.pool, clock, bounds, state.config.outbox_retention).await;
     report.outbox_purged = note(&mut report, "outbox", purged).map(|(n, _)| n);
+    let purged = sweep::purge_webhook_deliveries(&state.pool, clock, bounds).await;
+    report.webhook_deliveries_purged = note(&mut report, "webhook_deliveries", purged).map(|(n, _)| n);
     let (lag, unsettled) = match state.pool.get().await {
         Ok(c) => (
             shared::db::outbox::oldest_pending(&c).await.ok().flatten(),

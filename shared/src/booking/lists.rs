@@ -17,7 +17,8 @@
 
 use super::cursor::{self, CursorKey, Position, Scope};
 use super::{BookingError, invalid};
-use crate::db::{GenericClient, reservations, resources, waitlist};
+use crate::db::{GenericClient, reservations, resources, waitlist, webhooks};
+use crate::domain::webhooks::Webhook;
 use crate::domain::{Principal, Reservation, Resource, Status, WaitlistEntry};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
@@ -112,6 +113,18 @@ pub async fn list_resources(
     let after = newest_position(key, &scope, page.cursor.as_deref())?;
     let rows = resources::list(c, include_archived, after, page.limit + 1).await?;
     Ok(cut(rows, page.limit, |r| Position::Newest { created_at: r.created_at, id: r.id }, key, &scope))
+}
+
+/// `GET /v1/webhooks` (admins): the live endpoints, newest first, without secrets.
+pub async fn list_webhooks(
+    c: &impl GenericClient,
+    key: &CursorKey,
+    page: PageRequest,
+) -> Result<Page<Webhook>, BookingError> {
+    let scope = Scope::new("webhooks");
+    let after = newest_position(key, &scope, page.cursor.as_deref())?;
+    let rows = webhooks::list(c, after, page.limit + 1).await?;
+    Ok(cut(rows, page.limit, |w| Position::Newest { created_at: w.created_at, id: w.id }, key, &scope))
 }
 
 /// `GET /v1/resources/{id}/waitlist` (admins): the whole queue, every status, in FIFO

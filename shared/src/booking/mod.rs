@@ -27,6 +27,7 @@ mod resources;
 pub mod sweep;
 mod waitlist;
 pub mod waits;
+mod webhooks;
 
 pub use availability::{
     Availability, SlotsRequest, Taken, TakenStatus, availability, check_window, get_reservation, slots,
@@ -36,6 +37,7 @@ pub use cursor::CursorKey;
 pub use handover::{hand_over, on_freed};
 pub use lists::{
     DEFAULT_LIMIT, MAX_LIMIT, Page, PageRequest, ReservationFilter, list_reservations, list_resources, list_waitlist,
+    list_webhooks,
 };
 pub(crate) use release::request_cancel;
 pub use release::{Released, release};
@@ -45,6 +47,7 @@ pub use resources::{
     NewResource, ResourceChange, ResourceDefaults, archive_resource, create_resource, get_resource, update_resource,
 };
 pub use waitlist::{JoinRequest, Joined, get_entry, join_waitlist, leave_waitlist};
+pub use webhooks::{WebhookRequest, create_webhook, delete_webhook, get_webhook};
 
 use crate::db::{self, DbError};
 use crate::domain::{FieldError, Rule, Status};
@@ -60,6 +63,8 @@ pub enum BookingError {
     ReservationNotFound,
     #[error("waitlist entry not found")]
     WaitlistEntryNotFound,
+    #[error("webhook not found")]
+    WebhookNotFound,
     #[error("the requested capacity is taken")]
     SlotUnavailable,
     #[error("the reservation is not held")]

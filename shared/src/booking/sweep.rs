@@ -6,7 +6,7 @@
 
 use super::on_freed;
 use crate::Clock;
-use crate::db::{DbError, idempotency, outbox, reservations, resources, waitlist};
+use crate::db::{DbError, idempotency, outbox, reservations, resources, waitlist, webhooks};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -115,4 +115,15 @@ pub async fn purge_outbox(
 ) -> Result<(u64, bool), DbError> {
     let client = pool.get().await?;
     drain(bounds, || outbox::purge_published(&client, clock.now() - retention, bounds.batch)).await
+}
+
+/// How long a webhook delivery is remembered: longer than the events queue keeps a
+/// message (4 days, template.yaml), so no redelivery can come after its record is gone.
+pub const WEBHOOK_DELIVERY_RETENTION: chrono::Duration = chrono::Duration::days(7);
+
+/// Records of webhook deliveries past [`WEBHOOK_DELIVERY_RETENTION`] are deleted.
+pub async fn purge_webhook_deliveries(pool: &Pool, clock: &dyn Clock, bounds: Bounds) -> Result<(u64, bool), DbError> {
+    let client = pool.get().await?;
+    let before = clock.now() - WEBHOOK_DELIVERY_RETENTION;
+    drain(bounds, || webhooks::purge_deliveries(&client, before, bounds.batch)).await
 }

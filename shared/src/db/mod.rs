@@ -13,6 +13,7 @@ pub mod resources;
 pub mod seat_polls;
 pub mod upstream_views;
 pub mod waitlist;
+pub mod webhooks;
 
 pub use deadpool_postgres::GenericClient;
 
@@ -106,6 +107,13 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("waitlist::ACCEPT_WAIT", waitlist::ACCEPT_WAIT),
     ("waitlist::REQUEST_LEAVE", waitlist::REQUEST_LEAVE),
     ("waitlist::LIST", waitlist::LIST),
+    ("webhooks::INSERT", webhooks::INSERT),
+    ("webhooks::GET", webhooks::GET),
+    ("webhooks::LIST", webhooks::LIST),
+    ("webhooks::DELETE", webhooks::DELETE),
+    ("webhooks::DUE_FOR_EVENT", webhooks::DUE_FOR_EVENT),
+    ("webhooks::RECORD_DELIVERY", webhooks::RECORD_DELIVERY),
+    ("webhooks::PURGE_DELIVERIES", webhooks::PURGE_DELIVERIES),
 ];
 
 use crate::config::{Config, ConfigError};
@@ -327,6 +335,7 @@ mod tests {
             ("resources", include_str!("resources.rs")),
             ("upstream_views", include_str!("upstream_views.rs")),
             ("waitlist", include_str!("waitlist.rs")),
+            ("webhooks", include_str!("webhooks.rs")),
         ];
         for (module, source) in sources {
             for line in source.lines().filter(|l| l.starts_with("pub const ") && l.contains(": &str")) {

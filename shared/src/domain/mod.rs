@@ -4,6 +4,7 @@
 pub mod calendar;
 mod load;
 mod validate;
+pub mod webhooks;
 
 pub use calendar::{CalendarChange, CalendarRules, Judge, Rule, Schedule};
 pub use load::{Claim, FreePiece, free_pieces, load_segments, peak_load};

@@ -346,6 +346,19 @@ pub fn text(min: usize, max: usize) -> impl Fn(&Value) -> Result<String, String>
     }
 }
 
+/// An array of at most `max` strings (which strings are allowed is the caller's rule,
+/// reported per item).
+pub fn strings(max: usize) -> impl Fn(&Value) -> Result<Vec<String>, String> {
+    move |v| {
+        let bad = || format!("must be an array of at most {max} strings");
+        let items = v.as_array().ok_or_else(bad)?;
+        if items.len() > max {
+            return Err(bad());
+        }
+        items.iter().map(|i| i.as_str().map(str::to_string).ok_or_else(bad)).collect()
+    }
+}
+
 /// One of the given words.
 pub fn one_of(words: &'static [&'static str]) -> impl Fn(&Value) -> Result<&'static str, String> {
     move |v| {

@@ -55,6 +55,11 @@ impl Reply {
         }
     }
 
+    /// A status without a body (a 204).
+    pub fn empty(status: StatusCode) -> Reply {
+        Reply { body: Vec::new(), ..Reply::json(status, &()) }
+    }
+
     /// A page for a person to read.
     pub fn html(status: StatusCode, page: String) -> Reply {
         Reply { content_type: HTML, body: page.into_bytes(), ..Reply::json(status, &()) }

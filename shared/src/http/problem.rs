@@ -88,6 +88,12 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
         description: "No waitlist entry with this id is visible to the principal: it does not exist, or it is another principal's.",
     },
     ProblemType {
+        slug: "webhook-not-found",
+        status: 404,
+        title: "Webhook not found",
+        description: "No webhook endpoint has this id, or it was deleted.",
+    },
+    ProblemType {
         slug: "problem-type-not-found",
         status: 404,
         title: "Problem type not found",
@@ -265,6 +271,8 @@ pub enum ApiError {
     ReservationNotFound,
     #[error("waitlist entry not found")]
     WaitlistEntryNotFound,
+    #[error("webhook not found")]
+    WebhookNotFound,
     #[error("slot unavailable")]
     SlotUnavailable,
     #[error("reservation not held")]
@@ -314,7 +322,8 @@ impl ApiError {
             | ApiError::ProblemTypeNotFound
             | ApiError::ResourceNotFound
             | ApiError::ReservationNotFound
-            | ApiError::WaitlistEntryNotFound => StatusCode::NOT_FOUND,
+            | ApiError::WaitlistEntryNotFound
+            | ApiError::WebhookNotFound => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::SlotUnavailable
             | ApiError::ReservationNotHeld { .. }
@@ -376,6 +385,7 @@ impl ApiError {
             ApiError::WaitlistEntryNotFound => {
                 ("waitlist-entry-not-found", "Waitlist entry not found", "No such waitlist entry.".into())
             }
+            ApiError::WebhookNotFound => ("webhook-not-found", "Webhook not found", "No such webhook endpoint.".into()),
             ApiError::SlotUnavailable => (
                 "slot-unavailable",
                 "Slot unavailable",
@@ -541,6 +551,7 @@ impl From<BookingError> for ApiError {
             BookingError::ResourceNotFound => ApiError::ResourceNotFound,
             BookingError::ReservationNotFound => ApiError::ReservationNotFound,
             BookingError::WaitlistEntryNotFound => ApiError::WaitlistEntryNotFound,
+            BookingError::WebhookNotFound => ApiError::WebhookNotFound,
             BookingError::SlotUnavailable => ApiError::SlotUnavailable,
             BookingError::NotHeld(status) => ApiError::ReservationNotHeld { status: status.as_str() },
             BookingError::InFlight => ApiError::ReservationInFlight,

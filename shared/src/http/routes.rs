@@ -47,6 +47,10 @@ pub enum Op {
     ListWaitlist,
     GetWaitlistEntry,
     LeaveWaitlist,
+    CreateWebhook,
+    ListWebhooks,
+    GetWebhook,
+    DeleteWebhook,
 }
 
 impl Op {
@@ -125,6 +129,10 @@ pub const ROUTES: &[RouteSpec] = &[
     },
     RouteSpec { method: "GET", path: "/v1/waitlist/{id}", op: Op::GetWaitlistEntry, function: Function::Availability },
     RouteSpec { method: "DELETE", path: "/v1/waitlist/{id}", op: Op::LeaveWaitlist, function: Function::Reserve },
+    RouteSpec { method: "POST", path: "/v1/webhooks", op: Op::CreateWebhook, function: Function::Admin },
+    RouteSpec { method: "GET", path: "/v1/webhooks", op: Op::ListWebhooks, function: Function::Admin },
+    RouteSpec { method: "GET", path: "/v1/webhooks/{id}", op: Op::GetWebhook, function: Function::Admin },
+    RouteSpec { method: "DELETE", path: "/v1/webhooks/{id}", op: Op::DeleteWebhook, function: Function::Admin },
 ];
 
 /// A matched route with its raw path id (parsed by the handler, so that a non-UUID

@@ -201,7 +201,16 @@ fn in_jwt_mode_the_principal_is_the_sub_claim_and_admin_follows_the_scope() {
 
 /// The operations only admins may call; their fixtures carry the admin scope, and no
 /// other fixture does.
-const ADMIN_OPS: [Op; 4] = [Op::CreateResource, Op::UpdateResource, Op::ArchiveResource, Op::ListWaitlist];
+const ADMIN_OPS: [Op; 8] = [
+    Op::CreateResource,
+    Op::UpdateResource,
+    Op::ArchiveResource,
+    Op::ListWaitlist,
+    Op::CreateWebhook,
+    Op::ListWebhooks,
+    Op::GetWebhook,
+    Op::DeleteWebhook,
+];
 
 #[test]
 fn only_the_fixtures_of_admin_operations_have_the_admin_scope() {

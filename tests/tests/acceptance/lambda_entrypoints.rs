@@ -10,7 +10,7 @@
 //!
 //! Why the emulator does not start the functions itself: `cargo lambda watch` would
 //! `cargo run --bin NAME` each function on its first invocation, package by package,
-//! and the six functions turn on different features of `shared`, so each would
+//! and the seven functions turn on different features of `shared`, so each would
 //! rebuild `shared` and its dependents again (minutes on two cores) and replace the
 //! binaries just built; a function that fails to build then leaves the invocation
 //! waiting with no answer. Started here, the binaries are exactly the ones built once.
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
 use uuid::Uuid;
 
-const FUNCTIONS: [&str; 6] = ["reserve", "confirm", "availability", "admin", "sweeper", "intent-worker"];
+const FUNCTIONS: [&str; 7] = ["reserve", "confirm", "availability", "admin", "sweeper", "intent-worker", "notifier"];
 
 /// The ids the fixtures carry in place of real ones.
 const RESOURCE_PLACEHOLDER: &str = "00000000-0000-0000-0000-000000000001";
@@ -51,7 +51,7 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-/// `cargo build` of the six functions (debug); returns each binary's path.
+/// `cargo build` of the seven functions (debug); returns each binary's path.
 fn build_functions() -> BTreeMap<String, PathBuf> {
     let started = Instant::now();
     let mut bins = build_binaries(&FUNCTIONS);
@@ -417,6 +417,16 @@ async fn the_function_binaries_serve_a_reservation_end_to_end_under_the_lambda_e
     assert_eq!(report["failed"], json!([]), "sweep report: {report}");
     assert!(report["events"]["published"].as_u64().unwrap_or(0) >= 3, "sweep report: {report}");
     eprintln!("sweep report: {report}");
+
+    // notifier: a batch of the (FIFO) events queue; no endpoint wants its event, and the
+    // message that is no event is the one batch item failure.
+    let batch = event("sqs_events_batch", &[]);
+    let response = lambda.invoke("notifier", &batch).await;
+    assert_eq!(
+        response,
+        json!({"batchItemFailures": [{"itemIdentifier": batch["Records"][1]["messageId"]}]}),
+        "notifier's partial batch response"
+    );
     eprintln!("invoked every function in {:.1?}", started.elapsed());
 
     // The functions printed CloudWatch Embedded Metric Format lines for an operator.

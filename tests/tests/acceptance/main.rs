@@ -27,3 +27,4 @@ mod template_routes;
 mod upstream;
 mod upstream_waits;
 mod waitlist;
+mod webhooks;

@@ -108,6 +108,7 @@ fn the_idempotent_routes_document_the_idempotency_key_header() {
         ("post", "/v1/resources/{id}/waitlist"),
         ("patch", "/v1/reservations/{id}"),
         ("patch", "/v1/resources/{id}"),
+        ("post", "/v1/webhooks"),
     ];
     for route in ROUTES {
         let (method, path) = (route.method.to_ascii_lowercase(), route.path);

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-const FUNCTIONS: [&str; 6] = ["reserve", "confirm", "availability", "admin", "sweeper", "intent-worker"];
+const FUNCTIONS: [&str; 7] = ["reserve", "confirm", "availability", "admin", "sweeper", "intent-worker", "notifier"];
 
 /// A database URL with a password, on a port where nothing listens.
 const UNREACHABLE_DATABASE: &str = "postgres://reservations:s3cret-pw@127.0.0.1:1/reservations";
@@ -18,7 +18,7 @@ fn dev_server() -> &'static PathBuf {
     BIN.get_or_init(|| build_binaries(&["dev-server"]).remove("dev-server").expect("cargo built dev-server"))
 }
 
-/// The six functions, built together as `scripts/lambda-smoke` builds them.
+/// The seven functions, built together as `scripts/lambda-smoke` builds them.
 fn function(name: &str) -> PathBuf {
     static BINS: OnceLock<std::collections::BTreeMap<String, PathBuf>> = OnceLock::new();
     BINS.get_or_init(|| build_binaries(&FUNCTIONS))[name].clone()

@@ -1,0 +1,128 @@
+//! The `notifier` function, triggered by the events queue (SQS FIFO). Each message is
+//! one event; it goes as a signed webhook to every endpoint registered for its type
+//! and resource (see `shared::notify`).
+//!
+//! The answer is an SQS partial batch response. A message that some endpoint did not
+//! accept is reported as a failure, so SQS delivers it again after the queue's
+//! visibility timeout (to the endpoints that have not accepted it yet), and after
+//! `maxReceiveCount` tries moves it to the dead-letter queue.
+//!
+//! Order: the queue's message group is the event's subject (one reservation, one
+//! waitlist entry), so a group's messages arrive in the order they were written, and
+//! one group's messages are delivered one after the other here while different groups
+//! go at once. Once a message of a group fails, the later messages of that group in
+//! the batch are not sent and are reported as failures too: a receiver never sees
+//! `reservation.confirmed` before the `reservation.held` that is still being retried.
+
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use lambda_runtime::{Error, LambdaEvent};
+use shared::AppState;
+use shared::notify::{Delivery, Sender, deliver};
+use std::collections::HashMap;
+
+/// What the handler needs: the application state and the HTTP sender, built once.
+pub struct Notifier {
+    pub state: AppState,
+    pub sender: Sender,
+}
+
+/// Delivers one message; `false` means "deliver it again".
+pub async fn process_message(notifier: &Notifier, message: &SqsMessage) -> bool {
+    let message_id = message.message_id.as_deref().unwrap_or("");
+    let body = message.body.as_deref().unwrap_or("");
+    let state = &notifier.state;
+    match deliver(&state.pool, state.clock.as_ref(), &notifier.sender, body).await {
+        Ok(Delivery::Done { sent }) => {
+            tracing::info!(message_id, sent, "event delivered");
+            true
+        }
+        Ok(Delivery::Retry { sent, failed }) => {
+            tracing::warn!(
+                message_id,
+                sent,
+                failed,
+                "event not accepted by every endpoint; it will be delivered again"
+            );
+            false
+        }
+        Ok(Delivery::Unreadable) => {
+            tracing::error!(message_id, "unreadable event message; leaving it for the DLQ");
+            false
+        }
+        Err(e) => {
+            tracing::error!(message_id, error = %e, "event delivery failed; it will be delivered again");
+            false
+        }
+    }
+}
+
+/// The message group of a FIFO message; on a standard queue each message is a group of
+/// its own (such a queue keeps no order to keep).
+fn group_of(message: &SqsMessage) -> &str {
+    message.attributes.get("MessageGroupId").or(message.message_id.as_ref()).map_or("", String::as_str)
+}
+
+/// The indexes of the batch's messages by group, each group in the batch's order.
+pub fn groups(records: &[SqsMessage]) -> Vec<Vec<usize>> {
+    let mut order: Vec<Vec<usize>> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for (i, m) in records.iter().enumerate() {
+        let slot = *index.entry(group_of(m)).or_insert_with(|| {
+            order.push(Vec::new());
+            order.len() - 1
+        });
+        order[slot].push(i);
+    }
+    order
+}
+
+/// The Lambda handler: groups at once (as many as the pool has connections; a message
+/// holds one only to read and to record), each group's messages in order, stopping at
+/// the group's first failure.
+pub async fn handler(notifier: &Notifier, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
+    use futures::StreamExt;
+    let records = event.payload.records;
+    let failed: Vec<Vec<usize>> = futures::stream::iter(groups(&records).into_iter().map(|group| {
+        let records = &records;
+        async move {
+            for (n, &i) in group.iter().enumerate() {
+                if !process_message(notifier, &records[i]).await {
+                    return group[n..].to_vec();
+                }
+            }
+            Vec::new()
+        }
+    }))
+    .buffer_unordered(notifier.state.config.db_pool_size.max(1))
+    .collect()
+    .await;
+    let mut failed: Vec<usize> = failed.into_iter().flatten().collect();
+    failed.sort_unstable();
+    let mut response = SqsBatchResponse::default();
+    for i in failed {
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = records[i].message_id.clone().unwrap_or_default();
+        response.batch_item_failures.push(failure);
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(id: &str, group: Option<&str>) -> SqsMessage {
+        let mut m = SqsMessage::default();
+        m.message_id = Some(id.into());
+        if let Some(g) = group {
+            m.attributes.insert("MessageGroupId".into(), g.into());
+        }
+        m
+    }
+
+    #[test]
+    fn a_batch_splits_into_its_message_groups_in_order() {
+        let batch = [message("1", Some("a")), message("2", Some("b")), message("3", Some("a")), message("4", None)];
+        assert_eq!(groups(&batch), [vec![0, 2], vec![1], vec![3]]);
+    }
+}

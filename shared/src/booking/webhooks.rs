@@ -1,0 +1,69 @@
+//! Webhook endpoints, registered by admins: create (the secret is made here and
+//! answered once), read, delete. What is sent to them is `crate::notify`'s.
+
+use super::{BookingError, invalid};
+use crate::db::{GenericClient, resources, webhooks};
+use crate::domain::webhooks::{NewWebhook, Webhook, check_event_types, check_url};
+use crate::domain::{FieldError, Principal};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+pub struct WebhookRequest {
+    pub url: String,
+    pub event_types: Vec<String>,
+    /// `None`: the events of every resource.
+    pub resource_id: Option<Uuid>,
+}
+
+/// A signing secret: 244 random bits from the operating system's generator (two
+/// version-4 UUIDs, `getrandom` underneath), as 64 hex digits after `whsec_`.
+fn new_secret() -> String {
+    format!("whsec_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple())
+}
+
+pub async fn create_webhook(
+    c: &impl GenericClient,
+    by: &Principal,
+    request: WebhookRequest,
+    now: DateTime<Utc>,
+) -> Result<NewWebhook, BookingError> {
+    let mut errors = Vec::new();
+    if let Err(message) = check_url(&request.url) {
+        errors.push(FieldError::new("url", message));
+    }
+    let event_types = check_event_types(request.event_types, &mut errors);
+    if !errors.is_empty() {
+        return Err(BookingError::Validation(errors));
+    }
+    // An endpoint for an archived resource is allowed: its bookings still change.
+    if let Some(resource_id) = request.resource_id
+        && resources::get(c, resource_id).await?.is_none()
+    {
+        return Err(invalid("resource_id", "names no resource"));
+    }
+    let secret = new_secret();
+    let webhook = webhooks::insert(
+        c,
+        &webhooks::NewEndpoint {
+            id: Uuid::now_v7(),
+            url: &request.url,
+            secret: &secret,
+            resource_id: request.resource_id,
+            event_types: &event_types,
+            created_by: &by.id,
+            created_at: now,
+        },
+    )
+    .await?;
+    Ok(NewWebhook { webhook, secret })
+}
+
+pub async fn get_webhook(c: &impl GenericClient, id: Uuid) -> Result<Webhook, BookingError> {
+    webhooks::get(c, id).await?.ok_or(BookingError::WebhookNotFound)
+}
+
+/// Deletes an endpoint: nothing more is sent to it, including retries of events it has
+/// not accepted yet. Deleting it again is a 404.
+pub async fn delete_webhook(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<(), BookingError> {
+    if webhooks::delete(c, id, now).await? { Ok(()) } else { Err(BookingError::WebhookNotFound) }
+}

@@ -1,0 +1,154 @@
+//! SQL for the `webhook_endpoints` and `webhook_deliveries` tables (migration V13).
+
+use super::{DbError, GenericClient};
+use crate::domain::webhooks::Webhook;
+use chrono::{DateTime, Utc};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+macro_rules! columns {
+    () => {
+        "id, url, resource_id, event_types, created_by, created_at"
+    };
+}
+
+pub const INSERT: &str = concat!(
+    "INSERT INTO webhook_endpoints (id, url, secret, resource_id, event_types, created_by, created_at) ",
+    "VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ",
+    columns!()
+);
+
+pub const GET: &str = concat!("SELECT ", columns!(), " FROM webhook_endpoints WHERE id = $1 AND deleted_at IS NULL");
+
+/// A page of the live endpoints, newest first, after the keyset position `($1, $2)`.
+/// By `webhook_endpoints_created_idx`.
+pub const LIST: &str = concat!(
+    "SELECT ",
+    columns!(),
+    r#"
+    FROM webhook_endpoints
+    WHERE deleted_at IS NULL
+      AND (created_at, id) < (coalesce($1::timestamptz, 'infinity'),
+                              coalesce($2::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+    ORDER BY created_at DESC, id DESC
+    LIMIT $3"#
+);
+
+/// Deleting keeps the row (its deliveries refer to it) and stops every delivery to it.
+pub const DELETE: &str = "UPDATE webhook_endpoints SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL";
+
+/// The endpoints an event still has to reach: live, wanting its type, for its resource
+/// or for all, registered by the time the event happened, and without a delivery of it.
+pub const DUE_FOR_EVENT: &str = r#"
+    SELECT e.id, e.url, e.secret
+    FROM webhook_endpoints e
+    WHERE e.deleted_at IS NULL
+      AND $2 = ANY (e.event_types)
+      AND (e.resource_id IS NULL OR e.resource_id = $3)
+      AND e.created_at <= $4
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = $1 AND d.endpoint_id = e.id)
+    ORDER BY e.id"#;
+
+/// Records an accepted delivery; a second acceptance (the at-least-once window) keeps
+/// the first.
+pub const RECORD_DELIVERY: &str = "INSERT INTO webhook_deliveries (event_id, endpoint_id, status, delivered_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT ON CONSTRAINT webhook_deliveries_pkey DO NOTHING";
+
+/// Deliveries older than the retention, in bounded batches: by then SQS has long
+/// dropped the message (its retention is four days), so no retry can ask.
+pub const PURGE_DELIVERIES: &str = "DELETE FROM webhook_deliveries WHERE (event_id, endpoint_id) IN ( \
+     SELECT event_id, endpoint_id FROM webhook_deliveries WHERE delivered_at < $1 ORDER BY delivered_at LIMIT $2)";
+
+/// Where to send, and the key to sign with.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub id: Uuid,
+    pub url: String,
+    pub secret: String,
+}
+
+pub struct NewEndpoint<'a> {
+    pub id: Uuid,
+    pub url: &'a str,
+    pub secret: &'a str,
+    pub resource_id: Option<Uuid>,
+    pub event_types: &'a [String],
+    pub created_by: &'a str,
+    pub created_at: DateTime<Utc>,
+}
+
+fn from_row(r: &Row) -> Result<Webhook, DbError> {
+    Ok(Webhook {
+        id: r.try_get("id")?,
+        url: r.try_get("url")?,
+        resource_id: r.try_get("resource_id")?,
+        event_types: r.try_get("event_types")?,
+        created_by: r.try_get("created_by")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+pub async fn insert(c: &impl GenericClient, new: &NewEndpoint<'_>) -> Result<Webhook, DbError> {
+    let stmt = c.prepare_cached(INSERT).await?;
+    let row = c
+        .query_one(
+            &stmt,
+            &[&new.id, &new.url, &new.secret, &new.resource_id, &new.event_types, &new.created_by, &new.created_at],
+        )
+        .await?;
+    from_row(&row)
+}
+
+pub async fn get(c: &impl GenericClient, id: Uuid) -> Result<Option<Webhook>, DbError> {
+    let stmt = c.prepare_cached(GET).await?;
+    c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+}
+
+/// See [`LIST`]; `after` is the `(created_at, id)` of the last row of the page before.
+pub async fn list(
+    c: &impl GenericClient,
+    after: Option<(DateTime<Utc>, Uuid)>,
+    limit: i64,
+) -> Result<Vec<Webhook>, DbError> {
+    let stmt = c.prepare_cached(LIST).await?;
+    let (after_at, after_id) = after.unzip();
+    c.query(&stmt, &[&after_at, &after_id, &limit]).await?.iter().map(from_row).collect()
+}
+
+/// `true` when a live endpoint was deleted.
+pub async fn delete(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<bool, DbError> {
+    let stmt = c.prepare_cached(DELETE).await?;
+    Ok(c.execute(&stmt, &[&id, &now]).await? == 1)
+}
+
+pub async fn due_for_event(
+    c: &impl GenericClient,
+    event_id: Uuid,
+    event_type: &str,
+    resource_id: Option<Uuid>,
+    occurred_at: DateTime<Utc>,
+) -> Result<Vec<Target>, DbError> {
+    let stmt = c.prepare_cached(DUE_FOR_EVENT).await?;
+    c.query(&stmt, &[&event_id, &event_type, &resource_id, &occurred_at])
+        .await?
+        .iter()
+        .map(|r| Ok(Target { id: r.try_get("id")?, url: r.try_get("url")?, secret: r.try_get("secret")? }))
+        .collect()
+}
+
+pub async fn record_delivery(
+    c: &impl GenericClient,
+    event_id: Uuid,
+    endpoint_id: Uuid,
+    status: i32,
+    now: DateTime<Utc>,
+) -> Result<(), DbError> {
+    let stmt = c.prepare_cached(RECORD_DELIVERY).await?;
+    c.execute(&stmt, &[&event_id, &endpoint_id, &status, &now]).await?;
+    Ok(())
+}
+
+pub async fn purge_deliveries(c: &impl GenericClient, before: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
+    let stmt = c.prepare_cached(PURGE_DELIVERIES).await?;
+    Ok(c.execute(&stmt, &[&before, &limit]).await?)
+}

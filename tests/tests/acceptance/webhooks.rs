@@ -1,0 +1,495 @@
+//! Webhooks: endpoints registered through the admin routes, and the notifier's handler
+//! delivering events to real HTTP receivers on this machine, driven with the SQS
+//! messages the events queue would hand it.
+
+use acceptance::{TestApp, send};
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use notifier::Notifier;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shared::notify::{Sender, verify};
+use shared::outbox::Envelope;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// One request a receiver got.
+#[derive(Debug, Clone)]
+struct Seen {
+    id: String,
+    signature: String,
+    body: String,
+}
+
+impl Seen {
+    fn event(&self) -> Value {
+        serde_json::from_str(&self.body).expect("the body is the event's JSON")
+    }
+}
+
+/// What a receiver answers to its n-th request (from 0) carrying this event: a status,
+/// and how long it waits first.
+type Answer = dyn Fn(usize, &Value) -> (u16, Duration) + Send + Sync;
+
+/// A webhook receiver: a hyper server on 127.0.0.1 that records every request.
+struct Receiver {
+    url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Receiver {
+    async fn answering(answer: impl Fn(usize, &Value) -> (u16, Duration) + Send + Sync + 'static) -> Receiver {
+        let answer: Arc<Answer> = Arc::new(answer);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let (answer_, seen_) = (answer.clone(), seen.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let (answer, seen) = (answer_.clone(), seen_.clone());
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                        let (answer, seen) = (answer.clone(), seen.clone());
+                        async move {
+                            let header = |name: &str| {
+                                req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string()
+                            };
+                            let (id, signature) = (header("webhook-id"), header("webhook-signature"));
+                            let body = req.into_body().collect().await.unwrap().to_bytes();
+                            let body = String::from_utf8(body.to_vec()).unwrap();
+                            let n = {
+                                let mut seen = seen.lock().unwrap();
+                                seen.push(Seen { id, signature, body: body.clone() });
+                                seen.len() - 1
+                            };
+                            let (status, wait) = answer(n, &serde_json::from_str(&body).unwrap_or(Value::Null));
+                            tokio::time::sleep(wait).await;
+                            let response =
+                                hyper::Response::builder().status(status).body(Full::new(Bytes::new())).unwrap();
+                            Ok::<_, std::convert::Infallible>(response)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Receiver { url, seen, task }
+    }
+
+    /// A receiver that accepts everything at once.
+    async fn accepting() -> Receiver {
+        Receiver::answering(|_, _| (200, Duration::ZERO)).await
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Registers an endpoint as the admin; the 201's body (with the secret).
+async fn register(app: &TestApp, url: &str, types: &[&str], resource: Option<Uuid>) -> Value {
+    let (status, body) =
+        send(app.post("admin", "/v1/webhooks", &json!({"url": url, "event_types": types, "resource_id": resource})))
+            .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body
+}
+
+/// The events waiting in the outbox, taken out as the relay sends them.
+async fn take_events(app: &TestApp) -> Vec<Envelope> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let queue = shared::outbox::Queue::Channel(tx);
+    shared::outbox::relay(
+        &app.state.pool,
+        app.state.clock.as_ref(),
+        &queue,
+        shared::outbox::Topic::Events,
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    drop(queue);
+    let mut out = Vec::new();
+    while let Some(e) = rx.recv().await {
+        out.push(e);
+    }
+    out
+}
+
+/// The SQS message of an event on the FIFO events queue.
+fn message(e: &Envelope) -> SqsMessage {
+    let mut m = SqsMessage::default();
+    m.message_id = Some(format!("msg-{}", e.id));
+    m.body = Some(serde_json::to_string(e).unwrap());
+    m.attributes.insert("MessageGroupId".into(), e.subject_id.to_string());
+    m
+}
+
+fn notifier(app: &TestApp, timeout: Duration) -> Notifier {
+    Notifier { state: app.state.clone(), sender: Sender::new(timeout) }
+}
+
+async fn handle(notifier: &Notifier, messages: Vec<SqsMessage>) -> Vec<String> {
+    let mut event = SqsEvent::default();
+    event.records = messages;
+    let response: SqsBatchResponse =
+        notifier::handler(notifier, lambda_runtime::LambdaEvent::new(event, Default::default())).await.unwrap();
+    response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect()
+}
+
+async fn deliveries_of(app: &TestApp, event: Uuid) -> i64 {
+    let client = app.state.pool.get().await.unwrap();
+    client.query_one("SELECT count(*) FROM webhook_deliveries WHERE event_id = $1", &[&event]).await.unwrap().get(0)
+}
+
+/// A hold on a new resource; its `reservation.held` event.
+async fn held_event(app: &TestApp, resource: Uuid) -> Envelope {
+    app.hold("alice", resource, 10, 11).await;
+    let events = take_events(app).await;
+    assert_eq!(events.len(), 1);
+    events.into_iter().next().unwrap()
+}
+
+#[tokio::test]
+async fn an_event_arrives_signed_with_the_secret_the_endpoint_was_given() {
+    let app = TestApp::spawn().await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    let secret =
+        register(&app, &receiver.url, &["reservation.held"], None).await["secret"].as_str().unwrap().to_string();
+    let event = held_event(&app, resource).await;
+
+    let failures = handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), vec![message(&event)]).await;
+
+    assert!(failures.is_empty(), "{failures:?}");
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 1);
+    let now = app.state.clock.now();
+    assert!(verify(&secret, &seen[0].signature, seen[0].body.as_bytes(), now, 300), "{}", seen[0].signature);
+    assert!(!verify("whsec_someone_elses_secret_0000000000", &seen[0].signature, seen[0].body.as_bytes(), now, 300));
+    assert_eq!(seen[0].id, event.id.to_string());
+    let body = seen[0].event();
+    assert_eq!((body["id"].as_str(), body["type"].as_str()), (Some(&*event.id.to_string()), Some("reservation.held")));
+    assert_eq!(body["data"]["resource_id"], json!(resource));
+    assert_eq!(deliveries_of(&app, event.id).await, 1);
+}
+
+#[tokio::test]
+async fn a_refused_event_is_retried_until_accepted_and_never_sent_again_to_an_endpoint_that_took_it() {
+    let app = TestApp::spawn().await;
+    let flaky = Receiver::answering(|n, _| (if n < 2 { 500 } else { 200 }, Duration::ZERO)).await;
+    let steady = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    register(&app, &flaky.url, &["reservation.held"], None).await;
+    register(&app, &steady.url, &["reservation.held"], Some(resource)).await;
+    let event = held_event(&app, resource).await;
+    let notifier = notifier(&app, Sender::DEFAULT_TIMEOUT);
+    let msg = message(&event);
+
+    // SQS delivers the message again for as long as the handler reports it failed.
+    assert_eq!(handle(&notifier, vec![msg.clone()]).await, [msg.message_id.clone().unwrap()]);
+    assert_eq!(handle(&notifier, vec![msg.clone()]).await, [msg.message_id.clone().unwrap()]);
+    assert!(handle(&notifier, vec![msg.clone()]).await.is_empty());
+    // A duplicate after success calls nobody.
+    assert!(handle(&notifier, vec![msg.clone()]).await.is_empty());
+
+    assert_eq!(flaky.seen().len(), 3);
+    assert_eq!(steady.seen().len(), 1, "the endpoint that accepted at once is not called again");
+    assert!(flaky.seen().iter().all(|s| s.id == event.id.to_string() && s.body == flaky.seen()[0].body));
+    assert_eq!(deliveries_of(&app, event.id).await, 2);
+}
+
+#[tokio::test]
+async fn an_event_sent_twice_carries_the_same_id_both_times() {
+    let app = TestApp::spawn().await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    register(&app, &receiver.url, &["reservation.held"], None).await;
+    let event = held_event(&app, resource).await;
+    let notifier = notifier(&app, Sender::DEFAULT_TIMEOUT);
+    assert!(handle(&notifier, vec![message(&event)]).await.is_empty());
+    // The at-least-once window: the receiver accepted, but the record of it was lost
+    // (the function died between the 2xx and the insert).
+    let client = app.state.pool.get().await.unwrap();
+    client.execute("DELETE FROM webhook_deliveries WHERE event_id = $1", &[&event.id]).await.unwrap();
+
+    assert!(handle(&notifier, vec![message(&event)]).await.is_empty());
+
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!((seen[0].id.as_str(), seen[1].id.as_str()), (&*event.id.to_string(), &*event.id.to_string()));
+    assert_eq!(seen[0].event()["id"], seen[1].event()["id"]);
+}
+
+#[tokio::test]
+async fn only_endpoints_that_asked_for_the_events_type_and_resource_get_it() {
+    let app = TestApp::spawn().await;
+    let (other_type, other_resource, this_resource, every_resource) = (
+        Receiver::accepting().await,
+        Receiver::accepting().await,
+        Receiver::accepting().await,
+        Receiver::accepting().await,
+    );
+    let resource = app.resource(1).await;
+    let elsewhere = app.resource(1).await;
+    register(&app, &other_type.url, &["reservation.confirmed", "waitlist.offered"], None).await;
+    register(&app, &other_resource.url, &["reservation.held"], Some(elsewhere)).await;
+    register(&app, &this_resource.url, &["reservation.held"], Some(resource)).await;
+    register(&app, &every_resource.url, &["reservation.released", "reservation.held"], None).await;
+    let event = held_event(&app, resource).await;
+
+    assert!(handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), vec![message(&event)]).await.is_empty());
+
+    assert_eq!(other_type.seen().len(), 0, "an unregistered type is not sent");
+    assert_eq!(other_resource.seen().len(), 0, "an endpoint for another resource is not called");
+    assert_eq!(this_resource.seen().len(), 1);
+    assert_eq!(every_resource.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn a_deleted_endpoint_gets_nothing_more() {
+    let app = TestApp::spawn().await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    let id = register(&app, &receiver.url, &["reservation.held"], None).await["id"].as_str().unwrap().to_string();
+    let (status, _) = send(app.delete("admin", &format!("/v1/webhooks/{id}"))).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let event = held_event(&app, resource).await;
+
+    assert!(handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), vec![message(&event)]).await.is_empty());
+
+    assert_eq!(receiver.seen().len(), 0);
+}
+
+#[tokio::test]
+async fn a_receiver_slower_than_the_timeout_does_not_keep_the_event_from_a_fast_one() {
+    let app = TestApp::spawn().await;
+    let slow = Receiver::answering(|_, _| (200, Duration::from_secs(30))).await;
+    let fast = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    let slow_id = register(&app, &slow.url, &["reservation.held"], None).await["id"].as_str().unwrap().to_string();
+    let fast_id = register(&app, &fast.url, &["reservation.held"], None).await["id"].as_str().unwrap().to_string();
+    let event = held_event(&app, resource).await;
+
+    // The slow receiver's answer would come long after this timeout.
+    let failures = handle(&notifier(&app, Duration::from_millis(300)), vec![message(&event)]).await;
+
+    assert_eq!(failures.len(), 1, "the message waits for the slow endpoint's retry");
+    assert_eq!(fast.seen().len(), 1);
+    let client = app.state.pool.get().await.unwrap();
+    let delivered: Vec<Uuid> = client
+        .query("SELECT endpoint_id FROM webhook_deliveries WHERE event_id = $1", &[&event.id])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(delivered, [fast_id.parse::<Uuid>().unwrap()]);
+    assert_ne!(slow_id, fast_id);
+}
+
+#[tokio::test]
+async fn when_a_reservations_event_fails_its_later_events_in_the_batch_wait_and_others_go_on() {
+    let app = TestApp::spawn().await;
+    let resource = app.resource(2).await;
+    // The receiver refuses alice's hold and takes everything else.
+    let receiver = Receiver::answering(|_, event| {
+        let refuse = event["type"] == "reservation.held" && event["data"]["owner"] == "alice";
+        (if refuse { 500 } else { 200 }, Duration::ZERO)
+    })
+    .await;
+    register(&app, &receiver.url, &["reservation.held", "reservation.confirmed"], None).await;
+    let first = app.hold("alice", resource, 10, 11).await;
+    let (status, _) = app.confirm("alice", &first["id"]).await;
+    assert_eq!(status, StatusCode::OK);
+    let second = app.hold("bob", resource, 12, 13).await;
+    let first_id = first["id"].as_str().unwrap().to_string();
+    let events = take_events(&app).await;
+    let kinds: Vec<(String, String)> = events.iter().map(|e| (e.kind.clone(), e.subject_id.to_string())).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("reservation.held".to_string(), first_id.clone()),
+            ("reservation.confirmed".to_string(), first_id.clone()),
+            ("reservation.held".to_string(), second["id"].as_str().unwrap().to_string()),
+        ]
+    );
+
+    let failures = handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), events.iter().map(message).collect()).await;
+
+    assert_eq!(failures, [message(&events[0]).message_id.unwrap(), message(&events[1]).message_id.unwrap()]);
+    let seen: Vec<(String, String)> = receiver
+        .seen()
+        .iter()
+        .map(|s| {
+            (s.event()["type"].as_str().unwrap().to_string(), s.event()["subject_id"].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert!(!seen.iter().any(|(kind, _)| kind == "reservation.confirmed"), "no confirm before its hold: {seen:?}");
+    assert!(seen.contains(&("reservation.held".to_string(), second["id"].as_str().unwrap().to_string())));
+}
+
+#[tokio::test]
+async fn an_unreadable_message_is_left_for_the_dead_letter_queue() {
+    let app = TestApp::spawn().await;
+    let mut m = SqsMessage::default();
+    m.message_id = Some("garbage".into());
+    m.body = Some("not an event".into());
+    assert_eq!(handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), vec![m]).await, ["garbage"]);
+}
+
+#[tokio::test]
+async fn webhook_routes_are_for_admins_and_never_show_the_secret_again() {
+    let app = TestApp::spawn().await;
+    let body = json!({"url": "https://hooks.example.com/r", "event_types": ["reservation.held"]});
+    let (status, problem) = send(app.post("alice", "/v1/webhooks", &body)).await;
+    assert_eq!((status, problem["type"].as_str()), (StatusCode::FORBIDDEN, Some("/v1/problems/forbidden")));
+    for path in ["/v1/webhooks", &format!("/v1/webhooks/{}", Uuid::now_v7())] {
+        assert_eq!(send(app.get("alice", path)).await.0, StatusCode::FORBIDDEN, "{path}");
+    }
+    assert_eq!(send(app.delete("alice", &format!("/v1/webhooks/{}", Uuid::now_v7()))).await.0, StatusCode::FORBIDDEN);
+
+    let resp = app.post("admin", "/v1/webhooks", &body).header("idempotency-key", "w1").send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let location = resp.headers()["location"].to_str().unwrap().to_string();
+    let created: Value = resp.json().await.unwrap();
+    let secret = created["secret"].as_str().unwrap();
+    assert!(secret.starts_with("whsec_") && secret.len() >= 32, "{secret}");
+    assert_eq!(location, format!("/v1/webhooks/{}", created["id"].as_str().unwrap()));
+    assert_eq!(created["resource_id"], Value::Null);
+
+    let (status, one) = send(app.get("admin", &location)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(one["url"], "https://hooks.example.com/r");
+    assert!(one.get("secret").is_none(), "{one}");
+    let (status, list) = send(app.get("admin", "/v1/webhooks")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert!(list["items"][0].get("secret").is_none(), "{list}");
+    assert!(!list.to_string().contains(secret));
+
+    assert_eq!(send(app.delete("admin", &location)).await.0, StatusCode::NO_CONTENT);
+    let (status, problem) = send(app.get("admin", &location)).await;
+    assert_eq!((status, problem["type"].as_str()), (StatusCode::NOT_FOUND, Some("/v1/problems/webhook-not-found")));
+    assert_eq!(send(app.delete("admin", &location)).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(send(app.get("admin", "/v1/webhooks")).await.1["items"], json!([]));
+}
+
+#[tokio::test]
+async fn a_bad_endpoint_is_a_validation_error_naming_every_bad_field() {
+    let app = TestApp::spawn().await;
+    let fields_of = |problem: &Value| -> Vec<String> {
+        problem["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap().to_string()).collect()
+    };
+    for (body, fields) in [
+        (json!({"url": "http://hooks.example.com/r", "event_types": ["reservation.held"]}), vec!["url"]),
+        (json!({"url": "ftp://x/", "event_types": ["nope", "reservation.held"]}), vec!["url", "event_types[0]"]),
+        (json!({"url": "https://x.example/", "event_types": []}), vec!["event_types"]),
+        (json!({"url": "https://x.example/", "event_types": ["intent.requested"]}), vec!["event_types[0]"]),
+        (json!({"url": "https://x.example/", "event_types": "reservation.held"}), vec!["event_types"]),
+        (
+            json!({"url": "https://x.example/", "event_types": ["reservation.held"], "resource_id": Uuid::now_v7()}),
+            vec!["resource_id"],
+        ),
+        (json!({"event_types": ["reservation.held"], "secret": "mine"}), vec!["url", "secret"]),
+    ] {
+        let (status, problem) = send(app.post("admin", "/v1/webhooks", &body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {problem}");
+        assert_eq!(problem["type"], "/v1/problems/validation-error");
+        let mut got = fields_of(&problem);
+        got.sort();
+        let mut want: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+        want.sort();
+        assert_eq!(got, want, "{body}: {problem}");
+    }
+}
+
+#[tokio::test]
+async fn the_event_types_an_endpoint_may_ask_for_are_the_ones_the_outbox_writes() {
+    let app = TestApp::spawn().await;
+    let client = app.state.pool.get().await.unwrap();
+    let check: String = client
+        .query_one("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'outbox_kind_known'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let mut written: Vec<&str> =
+        check.split('\'').skip(1).step_by(2).filter(|kind| *kind != "intent.requested").collect();
+    written.sort();
+    let mut known = shared::domain::webhooks::EVENT_TYPES.to_vec();
+    known.sort();
+    assert_eq!(written, known, "{check}");
+}
+
+#[tokio::test]
+async fn the_notifier_reads_the_events_queues_batch_fixture_as_lambda_hands_it_over() {
+    let app = TestApp::spawn().await;
+    let raw = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/events/sqs_events_batch.json")).unwrap();
+    let event: SqsEvent = serde_json::from_str(&raw).expect("an SQS event as Lambda sends it");
+    assert_eq!(
+        event.records[0].attributes.get("MessageGroupId").map(String::as_str),
+        Some("00000000-0000-0000-0000-000000000002")
+    );
+
+    // No endpoint wants the event, so it is done; the second message is no event.
+    let failures = handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), event.records.clone()).await;
+
+    assert_eq!(failures, [event.records[1].message_id.clone().unwrap()]);
+}
+
+#[tokio::test]
+async fn the_sweep_forgets_deliveries_only_once_the_queue_can_no_longer_deliver_the_event_again() {
+    let clock = Arc::new(shared::clock::ManualClock::new(chrono::Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    register(&app, &receiver.url, &["reservation.held"], None).await;
+    let event = held_event(&app, resource).await;
+    assert!(handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), vec![message(&event)]).await.is_empty());
+    let sweep = || sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default());
+
+    // The events queue keeps a message 4 days; the record outlives that.
+    clock.advance(chrono::Duration::days(6));
+    assert_eq!(sweep().await.webhook_deliveries_purged, Some(0));
+    assert_eq!(deliveries_of(&app, event.id).await, 1);
+    clock.advance(chrono::Duration::days(2));
+    assert_eq!(sweep().await.webhook_deliveries_purged, Some(1));
+    assert_eq!(deliveries_of(&app, event.id).await, 0);
+}
+
+#[tokio::test]
+async fn the_dev_servers_in_process_notifier_delivers_what_the_relay_publishes() {
+    let app = TestApp::spawn().await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    register(&app, &receiver.url, &["reservation.held"], None).await;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let loop_task = tokio::spawn(dev_server::run_notifier(Arc::new(notifier(&app, Sender::DEFAULT_TIMEOUT)), rx));
+    let reservation = app.hold("alice", resource, 10, 11).await;
+
+    let sweep = sweeper::sweep(&app.state, &shared::outbox::Queue::Channel(tx), Default::default()).await;
+
+    assert_eq!(sweep.events.map(|r| r.published), Some(1));
+    // The loop runs on its own task: wait for the receiver to have the event.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while receiver.seen().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    loop_task.abort();
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].event()["subject_id"], reservation["id"]);
+}
