@@ -56,7 +56,7 @@ async fn run() -> Result<(), StartupError> {
         None => {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             let sender = shared::notify::Sender::new(shared::notify::Sender::DEFAULT_TIMEOUT);
-            let notifier = std::sync::Arc::new(notifier::Notifier { state: state.clone(), sender });
+            let notifier = std::sync::Arc::new(notifier::Notifier { state: state.clone(), sender, queue: None });
             background.push(tokio::spawn(dev_server::run_notifier(notifier, rx)));
             tokio::spawn(dev_server::run_scheduled(state.clone(), Queue::Channel(tx), sweep_every))
         }

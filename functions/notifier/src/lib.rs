@@ -3,9 +3,12 @@
 //! and resource (see `shared::notify`).
 //!
 //! The answer is an SQS partial batch response. A message that some endpoint did not
-//! accept is reported as a failure, so SQS delivers it again after the queue's
-//! visibility timeout (to the endpoints that have not accepted it yet), and after
-//! `maxReceiveCount` tries moves it to the dead-letter queue.
+//! accept is reported as a failure, so SQS delivers it again (to the endpoints that
+//! have not accepted it yet), and after `maxReceiveCount` tries moves it to the
+//! dead-letter queue. Before answering, each failed message is hidden for a time that
+//! doubles with its tries ([`retry_after`], `ChangeMessageVisibility`): a receiver that
+//! is down is asked again after 30 s, 1 min, 2 min ... not hammered every few seconds,
+//! nor left waiting the queue's whole visibility timeout after a one-off error.
 //!
 //! Order: the queue's message group is the event's subject (one reservation, one
 //! waitlist entry), so a group's messages arrive in the order they were written, and
@@ -15,6 +18,7 @@
 //! `reservation.confirmed` before the `reservation.held` that is still being retried.
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use chrono::Duration;
 use lambda_runtime::{Error, LambdaEvent};
 use shared::AppState;
 use shared::notify::{Delivery, Sender, deliver};
@@ -24,6 +28,49 @@ use std::collections::HashMap;
 pub struct Notifier {
     pub state: AppState,
     pub sender: Sender,
+    /// The events queue, to hide a failed message for its backoff; `None` leaves it to
+    /// the queue's visibility timeout.
+    pub queue: Option<EventsQueue>,
+}
+
+/// The queue the messages come from (`EVENTS_QUEUE_URL`).
+pub struct EventsQueue {
+    pub sqs: aws_sdk_sqs::Client,
+    pub url: String,
+}
+
+impl Notifier {
+    /// The notifier of a Lambda: the queue from `EVENTS_QUEUE_URL` when set. No I/O.
+    pub fn from_env(state: AppState) -> Self {
+        let queue = std::env::var("EVENTS_QUEUE_URL")
+            .ok()
+            .filter(|url| !url.is_empty())
+            .map(|url| EventsQueue { sqs: shared::outbox::sqs_client_from_env(), url });
+        Notifier { state, sender: Sender::new(Sender::DEFAULT_TIMEOUT), queue }
+    }
+}
+
+/// How long a message that failed on its `receive_count`-th delivery stays hidden:
+/// `base`, then twice that on every further try, at most `max`.
+pub fn retry_after(receive_count: u32, base: Duration, max: Duration) -> Duration {
+    let doublings = receive_count.saturating_sub(1).min(30);
+    base.checked_mul(1 << doublings).unwrap_or(max).min(max)
+}
+
+/// Hides a failed message for its backoff. A failure here only leaves the message to
+/// the queue's own visibility timeout, so it is logged, not answered.
+async fn back_off(notifier: &Notifier, message: &SqsMessage) {
+    let (Some(queue), Some(receipt)) = (&notifier.queue, message.receipt_handle.as_deref()) else { return };
+    let tries = message.attributes.get("ApproximateReceiveCount").and_then(|n| n.parse().ok()).unwrap_or(1);
+    let config = &notifier.state.config;
+    let hide = retry_after(tries, config.webhook_retry_base, config.webhook_retry_max);
+    let seconds = i32::try_from(hide.num_seconds()).unwrap_or(i32::MAX);
+    let changed =
+        queue.sqs.change_message_visibility().queue_url(&queue.url).receipt_handle(receipt).visibility_timeout(seconds);
+    if let Err(e) = changed.send().await {
+        let error = aws_sdk_sqs::error::DisplayErrorContext(&e).to_string();
+        tracing::warn!(message_id = message.message_id.as_deref(), %error, "could not set the message's backoff");
+    }
 }
 
 /// Delivers one message; `false` means "deliver it again".
@@ -98,6 +145,7 @@ pub async fn handler(notifier: &Notifier, event: LambdaEvent<SqsEvent>) -> Resul
     .await;
     let mut failed: Vec<usize> = failed.into_iter().flatten().collect();
     failed.sort_unstable();
+    futures::future::join_all(failed.iter().map(|&i| back_off(notifier, &records[i]))).await;
     let mut response = SqsBatchResponse::default();
     for i in failed {
         let mut failure = BatchItemFailure::default();
@@ -118,6 +166,15 @@ mod tests {
             m.attributes.insert("MessageGroupId".into(), g.into());
         }
         m
+    }
+
+    #[test]
+    fn a_failed_message_waits_twice_as_long_after_every_try_up_to_the_cap() {
+        let (base, max) = (Duration::seconds(30), Duration::hours(1));
+        let waits: Vec<i64> = (1..=9).map(|n| retry_after(n, base, max).num_seconds()).collect();
+        assert_eq!(waits, [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]);
+        assert_eq!(retry_after(0, base, max), base, "a missing count is the first try");
+        assert_eq!(retry_after(u32::MAX, base, max), max);
     }
 
     #[test]

@@ -139,7 +139,7 @@ fn message(e: &Envelope) -> SqsMessage {
 }
 
 fn notifier(app: &TestApp, timeout: Duration) -> Notifier {
-    Notifier { state: app.state.clone(), sender: Sender::new(timeout) }
+    Notifier { state: app.state.clone(), sender: Sender::new(timeout), queue: None }
 }
 
 async fn handle(notifier: &Notifier, messages: Vec<SqsMessage>) -> Vec<String> {
@@ -492,4 +492,62 @@ async fn the_dev_servers_in_process_notifier_delivers_what_the_relay_publishes()
     let seen = receiver.seen();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].event()["subject_id"], reservation["id"]);
+}
+
+#[tokio::test]
+async fn a_refused_message_is_hidden_on_the_events_queue_for_its_backoff_instead_of_coming_straight_back() {
+    let app = TestApp::spawn().await;
+    let down = Receiver::answering(|_, _| (503, Duration::ZERO)).await;
+    let resource = app.resource(1).await;
+    register(&app, &down.url, &["reservation.held"], None).await;
+    let event = held_event(&app, resource).await;
+    // A queue that would hand a failed message back at once: only the notifier's own
+    // backoff keeps it away.
+    let moto = acceptance::Moto::start().await;
+    let sqs = moto.sqs().await;
+    let url = sqs
+        .create_queue()
+        .queue_name("events.fifo")
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout, "0")
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string();
+    shared::outbox::Publisher::publish(&shared::outbox::SqsPublisher::new(sqs.clone(), url.clone()), &[event.clone()])
+        .await
+        .into_iter()
+        .for_each(|sent| sent.unwrap());
+    let receive = || async {
+        let got = sqs
+            .receive_message()
+            .queue_url(&url)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .send()
+            .await
+            .unwrap();
+        got.messages().to_vec()
+    };
+    let received = receive().await;
+    assert_eq!(received.len(), 1);
+    let mut msg = message(&event);
+    msg.message_id = received[0].message_id().map(str::to_string);
+    msg.receipt_handle = received[0].receipt_handle().map(str::to_string);
+    msg.attributes.insert("ApproximateReceiveCount".into(), "1".into());
+    let notifier = Notifier {
+        queue: Some(notifier::EventsQueue { sqs: sqs.clone(), url: url.clone() }),
+        ..notifier(&app, Sender::DEFAULT_TIMEOUT)
+    };
+
+    let failures = handle(&notifier, vec![msg]).await;
+
+    assert_eq!(failures, [received[0].message_id().unwrap().to_string()], "the refused message is a failure");
+    assert_eq!(down.seen().len(), 1);
+    assert!(
+        receive().await.is_empty(),
+        "hidden for {} s after its first try, not handed back at once",
+        app.state.config.webhook_retry_base.num_seconds()
+    );
 }
