@@ -52,9 +52,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EVENTS = ROOT / "tests" / "events"
 # The order of one round: admin makes the resource that reserve holds, and confirm
 # confirms reserve's holds.
-ORDER = ["availability", "admin", "reserve", "confirm", "sweeper", "intent-worker"]
+ORDER = ["availability", "admin", "reserve", "confirm", "sweeper", "intent-worker", "notifier"]
 # The order of the table (the README's).
-TABLE = ["reserve", "confirm", "availability", "admin", "sweeper", "intent-worker"]
+TABLE = ["reserve", "confirm", "availability", "admin", "sweeper", "intent-worker", "notifier"]
 INIT_GOAL_MS = 20.0
 WARM_INVOKES = 3
 CLOSED = "127.0.0.1:1"  # nothing listens on port 1
@@ -310,6 +310,8 @@ class Workload:
             return fixture("scheduled")
         if function == "intent-worker":
             return fixture("sqs_intents_batch")
+        if function == "notifier":
+            return fixture("sqs_events_batch")
         raise ValueError(function)
 
     def check(self, function, kind, raw):
@@ -329,7 +331,9 @@ class Workload:
         elif function == "sweeper":
             if out.get("failed") != []:
                 raise RuntimeError(f"sweep report: {out}")
-        elif function == "intent-worker":
+        elif function in ("intent-worker", "notifier"):
+            # The intent worker: an unknown intent; the notifier: the message that is
+            # no event (the other one no endpoint wants).
             if len(out.get("batchItemFailures", [])) != 1:
                 raise RuntimeError(f"batch response: {out}")
 
@@ -403,7 +407,7 @@ def function_env(function, database_url, runtime_api):
         "UPSTREAM_BASE_URL": f"http://{CLOSED}",
         "UPSTREAM_TOKEN": "test",
         **EXTRA_ENV,
-    }
+    } | ({"EVENTS_QUEUE_URL": ""} if function == "notifier" else {})
 
 
 def measure(function, binary, database_url, workload, logs):
