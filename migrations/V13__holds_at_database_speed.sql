@@ -213,3 +213,41 @@ BEGIN
     END IF;
 END
 $$;
+
+-- 7. An idempotency key is claimed by a lock and written once. V6 inserted the key's
+-- row at the claim and updated it with the answer at the end: two writes of one row,
+-- the first at a random place of a wide primary key. The claim is now a transaction
+-- lock on the key's hash (pg_advisory_xact_lock), then a read of the row: a
+-- concurrent duplicate waits on the lock until the original's transaction ends, so
+-- in-progress and takeover still come from PostgreSQL itself (a commit is visible
+-- before its locks are released; a transaction that dies releases them). The row is
+-- written once, with the answer, in the same transaction (idempotency_complete in
+-- shared/src/db/idempotency.rs). Two keys whose hashes collide only take turns.
+--
+-- The wait is bounded by `p_wait`, as in V6. Returns true when this transaction owns
+-- the key: no row, or a row left `processing` by the scheme before V6 whose lease has
+-- lapsed (the answer then replaces it). False: an answer is stored (or such a claim is
+-- live), which the caller reads. V6's idempotency_claim stays for the code of the
+-- release before, while a deploy replaces it.
+CREATE FUNCTION idempotency_lock_key(p_principal text, p_method text, p_route text, p_key text)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT hashtextextended(concat_ws(E'\n', p_principal, p_method, p_route, p_key), 0)
+$$;
+
+CREATE FUNCTION idempotency_lock_and_look(
+    p_principal text, p_method text, p_route text, p_key text, p_fingerprint bytea, p_now timestamptz, p_wait text
+) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    session_timeout text := current_setting('lock_timeout');
+    stored record;
+BEGIN
+    PERFORM set_config('lock_timeout', p_wait, true);
+    PERFORM pg_advisory_xact_lock(idempotency_lock_key(p_principal, p_method, p_route, p_key));
+    PERFORM set_config('lock_timeout', session_timeout, true);
+    SELECT k.state, k.locked_until, k.fingerprint INTO stored
+    FROM idempotency_keys k
+    WHERE k.principal = p_principal AND k.method = p_method AND k.route = p_route AND k.key = p_key;
+    RETURN NOT FOUND
+        OR (stored.state = 'processing' AND stored.locked_until <= p_now AND stored.fingerprint = p_fingerprint);
+END
+$$;
