@@ -1,11 +1,10 @@
 //! SQL for the `idempotency_keys` table.
 //!
-//! A key is claimed in the transaction of the mutation it guards, by a transaction
-//! lock on the key (`idempotency_lock_and_look`, migration V13), and its row is written
-//! once, with the answer, in that same transaction: one commit and one write per
-//! request. A retry finds the stored answer, or waits on the lock for its original's
-//! transaction to end. A failure the client may not retry unchanged (a 4xx) is stored
-//! on its own after the rollback, under the same lock.
+//! A key's row is claimed (`processing`) and completed with the stored response in the
+//! transaction of the mutation it guards: one commit per request. A retry finds the
+//! stored response, or waits on the primary key for its original's transaction to end
+//! (see `idempotency_claim` in migration V6). A failure the client may not retry
+//! unchanged (a 4xx) is stored on its own after the rollback.
 
 use super::{DbError, GenericClient};
 use chrono::{DateTime, Utc};
@@ -21,34 +20,24 @@ pub struct KeyRef<'a> {
 }
 
 /// Claims the key in the caller's transaction: true when this request now owns it,
-/// false when an answer is stored (or a claim committed by the scheme before V6 is
-/// live). Waits at most `$7` for a concurrent original; past that,
-/// `lock_not_available`. `$5` fingerprint, `$6` now.
-pub const CLAIM: &str = "SELECT idempotency_lock_and_look($1, $2, $3, $4, $5, $6, $7)";
+/// false when an answer is stored (or a claim committed by the older scheme is live).
+/// Waits at most `$10` for a concurrent original; past that, `lock_not_available`.
+pub const CLAIM: &str = "SELECT idempotency_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
 pub const READ: &str = "SELECT fingerprint, state, locked_until, response_status, response_headers, response_body \
      FROM idempotency_keys WHERE principal = $1 AND method = $2 AND route = $3 AND key = $4";
 
-/// Stores the response, in the transaction that claimed the key (so the lock is ours):
-/// the key's one write. A row left `processing` by the scheme before V6, taken over,
-/// is completed in place.
-pub const COMPLETE: &str = "INSERT INTO idempotency_keys AS k (principal, method, route, key, fingerprint, state, \
-     owner_token, locked_until, response_status, response_headers, response_body, created_at, expires_at) \
-     VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $7, $11) \
-     ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO UPDATE \
-     SET state = 'completed', response_status = EXCLUDED.response_status, \
-         response_headers = EXCLUDED.response_headers, response_body = EXCLUDED.response_body, \
-         locked_until = EXCLUDED.locked_until \
-     WHERE k.state = 'processing'";
+/// Stores the response, in the transaction that claimed the key (so the claim is ours).
+pub const COMPLETE: &str = "UPDATE idempotency_keys SET state = 'completed', response_status = $5, \
+     response_headers = $6, response_body = $7, locked_until = $8 \
+     WHERE principal = $1 AND method = $2 AND route = $3 AND key = $4 AND state = 'processing'";
 
 /// Stores a final failure (a 4xx) on its own, after the mutation's transaction rolled
-/// back and released its claim. It takes the key's lock first, as a claim does, so a
-/// retry that claimed the key meanwhile either finishes first and keeps its own answer,
-/// or waits for this one and replays it.
-pub const STORE_FAILURE: &str = "WITH claim AS (SELECT pg_advisory_xact_lock(idempotency_lock_key($1, $2, $3, $4))) \
-     INSERT INTO idempotency_keys (principal, method, route, key, fingerprint, state, \
+/// back and took its claim with it. A retry that claimed the key meanwhile keeps its
+/// own answer.
+pub const STORE_FAILURE: &str = "INSERT INTO idempotency_keys (principal, method, route, key, fingerprint, state, \
      owner_token, locked_until, response_status, response_headers, response_body, created_at, expires_at) \
-     SELECT $1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $7, $11 FROM claim \
+     VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $7, $11) \
      ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO NOTHING";
 
 /// Bounded retention purge, for the scheduled function.
@@ -65,22 +54,39 @@ pub async fn claim(
     c: &impl GenericClient,
     k: &KeyRef<'_>,
     fingerprint: &[u8],
-    now: DateTime<Utc>,
+    owner_token: Uuid,
+    lease: Lease,
     wait: std::time::Duration,
 ) -> Result<bool, DbError> {
     let stmt = c.prepare_cached(CLAIM).await?;
     // At least a millisecond: a lock_timeout of 0 would wait forever.
     let wait = format!("{}ms", wait.as_millis().max(1));
-    let row = c.query_one(&stmt, &[&k.principal, &k.method, &k.route, &k.key, &fingerprint, &now, &wait]).await?;
+    let row = c
+        .query_one(
+            &stmt,
+            &[
+                &k.principal,
+                &k.method,
+                &k.route,
+                &k.key,
+                &fingerprint,
+                &owner_token,
+                &lease.locked_until,
+                &lease.now,
+                &lease.expires_at,
+                &wait,
+            ],
+        )
+        .await?;
     Ok(row.try_get(0)?)
 }
 
-/// The times a stored answer records: now, and when the record may be purged. Its
-/// `locked_until` is now too: only claims committed by the scheme before V6 wait for
-/// it.
+/// The times a claim records: now, how long the claim stands (for rows of the older
+/// scheme, which committed their claims), and when the record may be purged.
 #[derive(Debug, Clone, Copy)]
-pub struct Times {
+pub struct Lease {
     pub now: DateTime<Utc>,
+    pub locked_until: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
 }
 
@@ -110,31 +116,14 @@ pub async fn read(c: &impl GenericClient, k: &KeyRef<'_>) -> Result<Option<Store
 pub async fn complete(
     c: &impl GenericClient,
     k: &KeyRef<'_>,
-    fingerprint: &[u8],
-    reply: (u16, &serde_json::Value, &[u8]),
-    times: Times,
+    status: u16,
+    headers: &serde_json::Value,
+    body: &[u8],
+    now: DateTime<Utc>,
 ) -> Result<(), DbError> {
     let stmt = c.prepare_cached(COMPLETE).await?;
-    let (status, headers, body) = reply;
     let status = status as i16;
-    let n = c
-        .execute(
-            &stmt,
-            &[
-                &k.principal,
-                &k.method,
-                &k.route,
-                &k.key,
-                &fingerprint,
-                &Uuid::new_v4(),
-                &times.now,
-                &status,
-                headers,
-                &body,
-                &times.expires_at,
-            ],
-        )
-        .await?;
+    let n = c.execute(&stmt, &[&k.principal, &k.method, &k.route, &k.key, &status, headers, &body, &now]).await?;
     if n != 1 {
         return Err(DbError::Corrupt(format!("idempotency key {} not claimed in this transaction", k.key)));
     }
@@ -147,7 +136,7 @@ pub async fn store_failure(
     k: &KeyRef<'_>,
     fingerprint: &[u8],
     reply: (u16, &serde_json::Value, &[u8]),
-    times: Times,
+    lease: Lease,
 ) -> Result<(), DbError> {
     let stmt = c.prepare_cached(STORE_FAILURE).await?;
     let (status, headers, body) = reply;
@@ -161,11 +150,11 @@ pub async fn store_failure(
             &k.key,
             &fingerprint,
             &Uuid::new_v4(),
-            &times.now,
+            &lease.now,
             &status,
             headers,
             &body,
-            &times.expires_at,
+            &lease.expires_at,
         ],
     )
     .await?;

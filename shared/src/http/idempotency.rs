@@ -2,17 +2,17 @@
 //!
 //! Outcomes for a request that carries `Idempotency-Key` (scoped to principal, method
 //! and route; the fingerprint covers method, path and canonical body):
-//! - New: claim the key (a transaction lock on it), run the mutation and store the
-//!   response, all in the mutation's own transaction: one commit, and one write of the
-//!   key's row. The answer says `Idempotency-Replayed: false`.
+//! - New: claim the key, run the mutation and store the response, all in the
+//!   mutation's own transaction: one commit. The answer says `Idempotency-Replayed:
+//!   false`.
 //! - Replay: the stored status and body, with `Idempotency-Replayed: true`.
 //! - Reused: 422 when the key belongs to a different request.
 //! - In progress: a retry that arrives while its original runs waits for it (bounded
 //!   by `IDEMPOTENCY_WAIT_MS`, and holding no connection between polls) and gets the
 //!   replay; past that bound, 409 with `Retry-After`. It never loses a race against
-//!   itself: the original's transaction holds the key's lock until it ends.
+//!   itself: the original's uncommitted claim holds the key's primary key.
 //! - Takeover: an original that dies takes its claim with it (its transaction
-//!   aborts and releases the lock), so the retry runs at once; no lease has to lapse.
+//!   aborts), so the retry runs at once; no lease has to lapse.
 
 use super::{ApiError, JSON, PROBLEM_JSON, Reply, RouteSpec, mark_replayed};
 use crate::AppState;
@@ -22,10 +22,11 @@ use deadpool_postgres::Transaction;
 use lambda_http::{Body, Request, Response};
 use sha2::{Digest, Sha256};
 use std::time::{Duration, Instant};
+use uuid::Uuid;
 
 const HEADER: &str = "idempotency-key";
 
-/// How long one claim may wait on the original's lock: a short slice, so that a retry
+/// How long one claim may wait on the original's row: a short slice, so that a retry
 /// arriving just before its original commits replays it at once, while a long wait
 /// happens between polls, without a connection.
 const CLAIM_WAIT: Duration = Duration::from_millis(10);
@@ -106,7 +107,7 @@ pub async fn run_idempotent(
         let mut client = state.pool.get().await?;
         let tx = client.transaction().await?;
         let now = state.clock.now();
-        let in_flight = match idempotency::claim(&tx, &k, fp, now, CLAIM_WAIT).await {
+        let in_flight = match idempotency::claim(&tx, &k, fp, Uuid::new_v4(), lease(state, now), CLAIM_WAIT).await {
             Ok(true) => {
                 let op = op.take().expect("the request runs once: it returns right after");
                 return run_claimed(state, &k, fp, req.uri().path(), tx, op).await;
@@ -130,7 +131,7 @@ pub async fn run_idempotent(
             }
             // A claim committed on its own by the older scheme, until its lease lapses.
             Some(Stored::Processing { locked_until, .. }) => poll.wait(Some(locked_until - now)).await?,
-            // The original still holds the key's lock: it is running.
+            // The original's claim is not committed yet: it is running.
             None if in_flight => poll.wait(None).await?,
             // The original failed and gave the key back in between: claim it now.
             None => {}
@@ -138,10 +139,10 @@ pub async fn run_idempotent(
     }
 }
 
-/// The times of an answer stored now.
-fn times(state: &AppState) -> idempotency::Times {
-    let now = state.clock.now();
-    idempotency::Times { now, expires_at: now + state.config.idempotency_retention }
+/// The times of a claim made now.
+fn lease(state: &AppState, now: chrono::DateTime<chrono::Utc>) -> idempotency::Lease {
+    let cfg = &state.config;
+    idempotency::Lease { now, locked_until: now + cfg.idempotency_lease, expires_at: now + cfg.idempotency_retention }
 }
 
 /// Runs the request under its claim. Its answer is stored in its own transaction when
@@ -158,8 +159,8 @@ async fn run_claimed(
 ) -> Result<Response<Body>, ApiError> {
     match op(&tx).await {
         Ok(reply) => {
-            let stored = (reply.status.as_u16(), &stored_headers(&reply), reply.body.as_slice());
-            idempotency::complete(&tx, k, fp, stored, times(state)).await?;
+            let headers = stored_headers(&reply);
+            idempotency::complete(&tx, k, reply.status.as_u16(), &headers, &reply.body, state.clock.now()).await?;
             // Should the commit's answer be lost, the retry finds the stored answer or
             // nothing, exactly as the transaction went: both or neither.
             tx.commit().await?;
@@ -169,7 +170,8 @@ async fn run_claimed(
             tx.rollback().await?;
             let reply = e.into_reply_at(instance);
             let stored = (reply.status.as_u16(), &stored_headers(&reply), reply.body.as_slice());
-            idempotency::store_failure(&state.pool.get().await?, k, fp, stored, times(state)).await?;
+            let now = state.clock.now();
+            idempotency::store_failure(&state.pool.get().await?, k, fp, stored, lease(state, now)).await?;
             Ok(mark_replayed(reply.into_response(), false))
         }
         Err(e) => Err(e),
