@@ -3,6 +3,7 @@
 //! `lists-bench` (a page of each list on a million reservations).
 
 pub mod burst;
+pub mod capacity;
 pub mod cpu;
 pub mod setup;
 pub mod soak;

@@ -23,7 +23,8 @@
 //!   against a baseline transaction's: the target is at most 2.5x.
 //!
 //! The bench exits non-zero only when the service is *wrong*: a round without exactly
-//! one winner, a 5xx, a request without an answer, a failed hold of a free slot. A
+//! one winner, a 5xx, a request without an answer, a failed hold of a free slot, or a
+//! resource over its capacity (read from the table after every phase that holds). A
 //! missed speed target is printed as MISS and is not a failure.
 //!
 //! ```text
@@ -40,7 +41,7 @@
 use bench::setup::{self, BoxError, Server, env_number};
 use bench::stats::{Outcome, ms};
 use bench::throughput::{self, HoldMix, Phases};
-use bench::{burst, cpu};
+use bench::{burst, capacity, cpu};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -161,6 +162,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     println!("(a) burst: {} concurrent holds of one slot of a capacity-1 resource, {} rounds", p.contenders, p.rounds);
     let burst = burst::run(&server, &db, p.contenders, p.rounds).await?;
     correct &= print_burst(&burst);
+    correct &= print_capacity(&db).await?;
 
     println!();
     println!(
@@ -176,6 +178,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     let holds = throughput::http_holds(&server, spread, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&holds, "holds/s", Outcome::Status(201));
     print_cpu(&holds, "hold", "the bench process (client and server)");
+    correct &= print_capacity(&db).await?;
 
     println!();
     println!("(b2) the same with an Idempotency-Key on every request");
@@ -183,6 +186,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     let keyed = throughput::http_holds(&server, keyed_mix, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&keyed, "keyed holds/s", Outcome::Status(201));
     print_cpu(&keyed, "hold", "the bench process (client and server)");
+    correct &= print_capacity(&db).await?;
 
     println!();
     println!("(d) holds of one resource, each on a free slot: every request queues on its lock");
@@ -190,6 +194,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     let serialized = throughput::http_holds(&server, one, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&serialized, "holds/s", Outcome::Status(201));
     print_cpu(&serialized, "hold", "the bench process (client and server)");
+    correct &= print_capacity(&db).await?;
     drop(server);
 
     println!();
@@ -226,6 +231,21 @@ async fn apply_database_settings(db: &tokio_postgres::Client, settings: &[(Strin
         db.batch_execute(&format!("ALTER DATABASE {name} SET {setting} = '{value}'")).await?;
     }
     Ok(())
+}
+
+/// Reads the table after a phase; `false` if any resource holds more than its capacity.
+async fn print_capacity(db: &tokio_postgres::Client) -> Result<bool, BoxError> {
+    let check = capacity::check(db).await?;
+    println!(
+        "  capacity: {} active claims on {} resources, {} over capacity",
+        check.claims,
+        check.resources,
+        check.over.len()
+    );
+    for (id, capacity, peak) in &check.over {
+        println!("FAIL: resource {id} of capacity {capacity} holds {peak} at once");
+    }
+    Ok(check.is_correct())
 }
 
 /// Prints each round and the latency; `false` if any round was wrong.

@@ -8,8 +8,9 @@
 //!   (`resources`, `reservations`, `waitlist`, `idempotency`, `outbox`, `intents`,
 //!   `breakers`, `upstream_views`, `seat_polls`). The capacity rules themselves are SQL functions
 //!   (`reservation_load`, `reservation_insert_if_fits`, `reservation_hold`, migration
-//!   V7); the double-booking guard of capacity-1 resources is the exclusion constraint
-//!   of migration V1.
+//!   V7, the last two redefined since, the hold last in V14); the double-booking guard
+//!   of capacity-1 resources is the exclusion constraint on the kept ranges (V12),
+//!   which hold the periods (V14).
 //! - [`booking`]: the operations, one file each: `resources`, `reserve` (where the
 //!   race is settled), `confirm`, `release`, `availability`, `waitlist`, `handover`
 //!   (freed capacity to the waitlist, first fit in FIFO order), `sweep` (the

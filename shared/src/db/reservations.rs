@@ -86,7 +86,8 @@ pub const DETACH_SETTLED: &str = r#"
       AND (status NOT IN ('HELD', 'CONFIRMING', 'CONFIRMED') OR ends_at <= $2)"#;
 
 /// A hold or booking of a local resource in one round trip (`reservation_hold`,
-/// migration V7): the look before the lock, the lock, the conditional insert. Rows: an
+/// migration V7, latest in V14): the look before the lock, the lock, the load under it
+/// and the insert (the conditional insert when a lapsed hold is in the way). Rows: an
 /// `outcome` (`reserved` with the row, `unavailable`, `not_found`, `too_many` with
 /// the `capacity`, `general`), and `expired` rows for lapsed holds written down on
 /// the way.
