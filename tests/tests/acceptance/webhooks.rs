@@ -516,10 +516,13 @@ async fn a_refused_message_is_hidden_on_the_events_queue_for_its_backoff_instead
         .queue_url()
         .unwrap()
         .to_string();
-    shared::outbox::Publisher::publish(&shared::outbox::SqsPublisher::new(sqs.clone(), url.clone()), &[event.clone()])
-        .await
-        .into_iter()
-        .for_each(|sent| sent.unwrap());
+    shared::outbox::Publisher::publish(
+        &shared::outbox::SqsPublisher::new(sqs.clone(), url.clone()),
+        std::slice::from_ref(&event),
+    )
+    .await
+    .into_iter()
+    .for_each(|sent| sent.unwrap());
     let receive = || async {
         let got = sqs
             .receive_message()
