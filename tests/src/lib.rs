@@ -211,13 +211,18 @@ impl TestApp {
 
     /// The intent messages waiting in the outbox, taken out as the relay would send them.
     pub async fn take_intent_messages(&self) -> Vec<shared::outbox::Envelope> {
+        self.take_messages(shared::outbox::Topic::Intents).await
+    }
+
+    /// The messages of `topic` waiting in the outbox, taken out as the relay sends them.
+    pub async fn take_messages(&self, topic: shared::outbox::Topic) -> Vec<shared::outbox::Envelope> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let queue = shared::outbox::Queue::Channel(tx);
         shared::outbox::relay(
             &self.state.pool,
             self.state.clock.as_ref(),
             &queue,
-            shared::outbox::Topic::Intents,
+            topic,
             std::time::Duration::from_secs(30),
         )
         .await

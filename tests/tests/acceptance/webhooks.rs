@@ -110,23 +110,7 @@ async fn register(app: &TestApp, url: &str, types: &[&str], resource: Option<Uui
 
 /// The events waiting in the outbox, taken out as the relay sends them.
 async fn take_events(app: &TestApp) -> Vec<Envelope> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let queue = shared::outbox::Queue::Channel(tx);
-    shared::outbox::relay(
-        &app.state.pool,
-        app.state.clock.as_ref(),
-        &queue,
-        shared::outbox::Topic::Events,
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
-    drop(queue);
-    let mut out = Vec::new();
-    while let Some(e) = rx.recv().await {
-        out.push(e);
-    }
-    out
+    app.take_messages(shared::outbox::Topic::Events).await
 }
 
 /// The SQS message of an event on the FIFO events queue.
