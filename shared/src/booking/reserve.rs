@@ -3,7 +3,7 @@
 //! migration V7); upstream resources and lapsed capacity owed to the waitlist take the
 //! general path, in the same transaction.
 
-use super::{BookingError, calendar, get_resource, invalid, on_freed};
+use super::{BookingError, calendar, invalid, on_freed};
 use crate::db::{DbError, GenericClient, intents, outbox, reservations, resources};
 use crate::domain::{
     Authority, Intent, IntentState, Judge, Limits, Metadata, Principal, Reservation, Resource, Source, Status,
@@ -102,23 +102,13 @@ pub async fn reserve(
         now,
     };
     match reservations::hold(tx, &hold).await? {
-        (reservations::Hold::General, _) => {}
-        (reservations::Hold::NotFound, _) => return Err(BookingError::ResourceNotFound),
-        (reservations::Hold::Archived, _) => return Err(BookingError::ResourceArchived),
-        (reservations::Hold::TooMany { capacity }, _) => {
+        reservations::Hold::General => {}
+        reservations::Hold::Reserved(r) => return Ok(Reserved::Reserved(r)),
+        reservations::Hold::Unavailable => return Ok(Reserved::Unavailable),
+        reservations::Hold::NotFound => return Err(BookingError::ResourceNotFound),
+        reservations::Hold::Archived => return Err(BookingError::ResourceArchived),
+        reservations::Hold::TooMany { capacity } => {
             return Err(invalid("quantity", format!("must not exceed the capacity of {capacity}")));
-        }
-        (outcome, expired) => {
-            if !expired.is_empty() {
-                // A hold that lapsed between the look and the lock, written down by the
-                // insert: its capacity goes on to the waitlist with what is left.
-                let resource = get_resource(tx, req.resource_id).await?;
-                on_freed(tx, &resource, &expired, now).await?;
-            }
-            return Ok(match outcome {
-                reservations::Hold::Reserved(r) => Reserved::Reserved(r),
-                _ => Reserved::Unavailable,
-            });
         }
     }
     let pre = reservations::precheck(tx, req.resource_id, req.start, req.end, now)

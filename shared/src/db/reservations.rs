@@ -86,11 +86,11 @@ pub const DETACH_SETTLED: &str = r#"
       AND (status NOT IN ('HELD', 'CONFIRMING', 'CONFIRMED') OR ends_at <= $2)"#;
 
 /// A hold or booking of a local resource in one round trip (`reservation_hold`,
-/// migration V7, latest in V14): the look before the lock, the lock, the load under it
-/// and the insert (the conditional insert when a lapsed hold is in the way). Rows: an
-/// `outcome` (`reserved` with the row, `unavailable`, `not_found`, `too_many` with
-/// the `capacity`, `general`), and `expired` rows for lapsed holds written down on
-/// the way.
+/// migration V7, latest in V15): the lock when it is free (otherwise the look before
+/// waiting for it), the load under it and the insert with its event. One row: the
+/// `outcome` (`reserved` with the row, `unavailable`, `not_found`, `archived`,
+/// `too_many` with the `capacity`, or `general` when the general path must decide:
+/// upstream resources, calendar rules, kept buffers, lapsed holds for the waitlist).
 ///
 /// Parameters: `$1` id, `$2` resource, `$3` owner, `$4` start, `$5` end, `$6` quantity,
 /// `$7` confirm, `$8` now, `$9` metadata.
@@ -411,31 +411,24 @@ pub struct NewHold<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// See [`HOLD`]: its outcome, and the lapsed holds it expired on the way.
-pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<(Hold, Vec<Reservation>), DbError> {
+/// See [`HOLD`].
+pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<Hold, DbError> {
     let stmt = c.prepare_cached(HOLD).await?;
-    let rows = c
-        .query(
+    let row = c
+        .query_one(
             &stmt,
             &[&h.id, &h.resource_id, &h.owner, &h.start, &h.end, &h.quantity, &h.confirm, &h.now, &Json(h.metadata)],
         )
         .await?;
-    let mut outcome = None;
-    let mut expired = Vec::new();
-    for row in &rows {
-        match row.try_get::<_, &str>("outcome")? {
-            "expired" => expired.push(from_row(row)?),
-            "reserved" => outcome = Some(Hold::Reserved(from_row(row)?)),
-            "unavailable" => outcome = Some(Hold::Unavailable),
-            "not_found" => outcome = Some(Hold::NotFound),
-            "too_many" => outcome = Some(Hold::TooMany { capacity: row.try_get("capacity")? }),
-            "general" => outcome = Some(Hold::General),
-            "archived" => outcome = Some(Hold::Archived),
-            other => return Err(DbError::Corrupt(format!("hold outcome {other}"))),
-        }
-    }
-    let outcome = outcome.ok_or_else(|| DbError::Corrupt("hold without an outcome".into()))?;
-    Ok((outcome, expired))
+    Ok(match row.try_get::<_, &str>("outcome")? {
+        "reserved" => Hold::Reserved(from_row(&row)?),
+        "unavailable" => Hold::Unavailable,
+        "not_found" => Hold::NotFound,
+        "too_many" => Hold::TooMany { capacity: row.try_get("capacity")? },
+        "general" => Hold::General,
+        "archived" => Hold::Archived,
+        other => return Err(DbError::Corrupt(format!("hold outcome {other}"))),
+    })
 }
 
 pub struct Precheck {

@@ -213,3 +213,89 @@ async fn capacity_n_is_never_exceeded_under_random_concurrent_load() {
     let final_claims = acceptance::active_claims(&db, hall).await;
     assert!(peak_load(day_start, day_end, &final_claims) <= CAPACITY);
 }
+
+/// A competitor's lock on the resource, held until `release` (issue 13: the hold asks
+/// for a free lock first and looks before waiting only when it is taken).
+async fn lock_resource(app: &TestApp, resource: Uuid) -> deadpool_postgres::Object {
+    let locker = app.db().await;
+    locker.batch_execute("BEGIN").await.unwrap();
+    locker.execute("SELECT 1 FROM resources WHERE id = $1 FOR NO KEY UPDATE", &[&resource]).await.unwrap();
+    locker
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_of_a_taken_range_is_refused_at_once_while_a_competitor_holds_the_lock() {
+    // Were the loser to queue on the lock, it would end in a lock timeout (503) here.
+    let app = TestApp::spawn_with(acceptance::Options {
+        tweak: Box::new(|c| c.db_statement_timeout = std::time::Duration::from_millis(800)),
+        ..Default::default()
+    })
+    .await;
+    let room = app.resource(1).await;
+    let (start, end) = hours(10, 11);
+    let body = json!({"resource_id": room, "start": start, "end": end});
+    let (status, _) = send(app.post("alice", "/v1/reservations", &body)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let locker = lock_resource(&app, room).await;
+    let (status, problem) = send(app.post("bob", "/v1/reservations", &body)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{problem}");
+    assert_eq!(slug(&problem), "slot-unavailable");
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(active_rows(&app, room).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_of_a_free_range_waits_for_a_competitors_lock_and_is_stored_after_it() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let (start, end) = hours(10, 11);
+    let locker = lock_resource(&app, room).await;
+    let hold = tokio::spawn(send(app.post(
+        "alice",
+        "/v1/reservations",
+        &json!({"resource_id": room, "start": start, "end": end}),
+    )));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!hold.is_finished(), "the hold went ahead while another transaction held the resource's lock");
+    // The competitor wins the same range in the meantime, and commits.
+    locker
+        .execute(
+            "INSERT INTO reservations (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity, \
+             status, expires_at, source, created_at, updated_at, acted_by) \
+             SELECT gen_random_uuid(), $1, 1, 'carol', $2::text::timestamptz, $3::text::timestamptz, 1, 'CONFIRMED', \
+             NULL, 'request', now(), now(), 'carol'",
+            &[&room, &start, &end],
+        )
+        .await
+        .unwrap();
+    locker.batch_execute("COMMIT").await.unwrap();
+    // Read under the lock after it was granted, the competitor's booking refuses it.
+    let (status, problem) = hold.await.unwrap();
+    assert_eq!(status, StatusCode::CONFLICT, "{problem}");
+    assert_eq!(slug(&problem), "slot-unavailable");
+    assert_eq!(active_rows(&app, room).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_fits_beside_two_claims_that_never_overlap_each_other() {
+    // Capacity 2, held 10-11 and 11-12: their total (2) leaves no room, their peak (1)
+    // does, so only the sweep of the load profile can let 10-12 in; a third unit may
+    // not follow it.
+    let app = TestApp::spawn().await;
+    let room = app.resource(2).await;
+    for (from, to) in [(10, 11), (11, 12)] {
+        let (start, end) = hours(from, to);
+        let (status, r) =
+            send(app.post("alice", "/v1/reservations", &json!({"resource_id": room, "start": start, "end": end})))
+                .await;
+        assert_eq!(status, StatusCode::CREATED, "{r}");
+    }
+    let (start, end) = hours(10, 12);
+    let body = json!({"resource_id": room, "start": start, "end": end});
+    let (status, r) = send(app.post("bob", "/v1/reservations", &body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    let (status, r) = send(app.post("carol", "/v1/reservations", &body)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{r}");
+    let (day_start, day_end) = (acceptance::day(), acceptance::day() + chrono::Duration::hours(24));
+    assert_eq!(peak_load(day_start, day_end, &acceptance::active_claims(&app.db().await, room).await), 2);
+}
