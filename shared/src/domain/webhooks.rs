@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-/// The event types the outbox writes for consumers (migration V9's `outbox_kind_known`,
+/// The event types the outbox writes for consumers (`outbox_kind_known`, latest in migration V16,
 /// without the intents topic's `intent.requested`). A test reads the constraint and
 /// checks this list against it.
 pub const EVENT_TYPES: &[&str] = &[

@@ -410,8 +410,10 @@ async fn the_event_types_an_endpoint_may_ask_for_are_the_ones_the_outbox_writes(
         .await
         .unwrap()
         .get(0);
-    let mut written: Vec<&str> =
-        check.split('\'').skip(1).step_by(2).filter(|kind| *kind != "intent.requested").collect();
+    // `kind = ANY ('{reservation.held,...}'::text[])` (V16): the list inside the braces.
+    let list = check.split_once("'{").and_then(|(_, rest)| rest.split_once("}'")).map(|(list, _)| list);
+    let list = list.unwrap_or_else(|| panic!("no array constant in {check}"));
+    let mut written: Vec<&str> = list.split(',').filter(|kind| *kind != "intent.requested").collect();
     written.sort();
     let mut known = shared::domain::webhooks::EVENT_TYPES.to_vec();
     known.sort();
