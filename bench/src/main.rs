@@ -20,7 +20,10 @@
 //!   against **(e)** a pgbench-style "lock one row, insert one row, commit" at the same
 //!   concurrency. The target is (d) >= 60% of (e).
 //! - The database CPU per hold, read from `/proc` for the bench database's backends,
-//!   against a baseline transaction's: the target is at most 2.5x.
+//!   against a baseline transaction's: the target is at most 2.5x. Beside it, with no
+//!   target, the whole machine's busy CPU per hold against per baseline transaction:
+//!   the backends' own times alone swung between runs on this machine, the machine's
+//!   total less so.
 //!
 //! The bench exits non-zero only when the service is *wrong*: a round without exactly
 //! one winner, a 5xx, a request without an answer, a failed hold of a free slot, or a
@@ -310,6 +313,16 @@ fn print_cpu(report: &throughput::Report, unit: &str, process: &str) {
         db_each.as_secs_f64() * 1e3,
         bench_each.as_secs_f64() * 1e3
     );
+    println!(
+        "  cpu: the whole machine {:.2} cores busy ({:.3} ms per {unit})",
+        cpu.machine.as_secs_f64() / cpu.window.as_secs_f64().max(f64::MIN_POSITIVE),
+        machine_per(&cpu, report.successes) * 1e3
+    );
+}
+
+/// The machine's busy seconds per unit of work.
+fn machine_per(cpu: &bench::cpu::Usage, units: u64) -> f64 {
+    cpu.machine.as_secs_f64() / units.max(1) as f64
 }
 
 /// The throughput runs the summary compares.
@@ -363,6 +376,13 @@ fn print_summary(burst: &burst::Report, r: &Ratios<'_>, correct: bool) {
             h_db.as_secs_f64() * 1e3,
             b_db.as_secs_f64() * 1e3,
             h_bench.as_secs_f64() * 1e3
+        );
+        let (h_machine, b_machine) = (machine_per(&h, r.holds.successes), machine_per(&b, r.baseline.successes));
+        println!(
+            "  (no target) the whole machine's CPU per hold: {:.1}x a baseline transaction's ({:.3} ms / {:.3} ms)",
+            h_machine / b_machine.max(f64::MIN_POSITIVE),
+            h_machine * 1e3,
+            b_machine * 1e3
         );
     }
     println!("  correctness: {}", if correct { "OK" } else { "FAIL" });
