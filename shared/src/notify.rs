@@ -20,9 +20,13 @@
 //! function around this (`functions/notifier`) keeps each reservation's events in
 //! order.
 
+// Delivery (the `notify` feature) reads the endpoints from the database; signing does not.
+#[cfg(feature = "notify")]
 use crate::Clock;
+#[cfg(feature = "notify")]
 use crate::db::{DbError, webhooks};
 use chrono::{DateTime, Utc};
+#[cfg(feature = "notify")]
 use deadpool_postgres::Pool;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;

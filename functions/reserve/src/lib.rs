@@ -12,12 +12,34 @@
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use shared::AppState;
-use shared::booking::{self, Approval, Change, JoinRequest, Joined, Rescheduled, ReserveRequest, Reserved};
+use shared::booking::{self, Approval, Attempt, Change, JoinRequest, Joined, Rescheduled, ReserveRequest, Reserved};
 use shared::http::fields::{self, Fields};
 use shared::http::{
-    ApiError, Function, Op, Reply, fingerprint, json_body, principal, respond, route_for, run_idempotent,
+    ApiError, Function, Op, Reply, carries_key, fingerprint, json_body, principal, respond, route_for, run_idempotent,
 };
 use uuid::Uuid;
+
+/// The answer to a reserve that ran to the end: 201 (held or booked), 202 (queued for
+/// the system of record) or 409 (taken), counted for the dashboard.
+fn created(req: &Request, outcome: Reserved) -> Reply {
+    let (status, r) = match outcome {
+        Reserved::Reserved(r) => {
+            let held = r.status == shared::domain::Status::Held;
+            shared::metrics::count(if held { "Holds" } else { "Bookings" });
+            (StatusCode::CREATED, r)
+        }
+        Reserved::Queued(r) => {
+            shared::metrics::count("UpstreamConfirmsRequested");
+            (StatusCode::ACCEPTED, r)
+        }
+        // Committed and stored like any answer; see `Reserved`.
+        Reserved::Unavailable => {
+            shared::metrics::count("Conflicts");
+            return ApiError::SlotUnavailable.into_reply_at(req.uri().path());
+        }
+    };
+    Reply::json(status, &r).with_location(format!("/v1/reservations/{}", r.id))
+}
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
     Ok(respond(&req, serve(state, &req)).await)
@@ -33,26 +55,21 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let limits = state.config.limits();
             let fingerprint = fingerprint(req, &body.canonical);
             let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
+            if !carries_key(req) {
+                // No answer to store: the common hold commits on its own, in one round
+                // trip; only what the general path must decide opens a transaction.
+                let client = state.pool.get().await?;
+                if let Attempt::Settled(outcome) =
+                    booking::hold_at_once(&client, &who, &input, limits, state.clock.now()).await?
+                {
+                    return Ok(created(req, outcome).into_response());
+                }
+            }
             let mut queued = false;
             let response = run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
-                let (status, r) = match booking::reserve(tx, &who, &input, approval, limits, state.clock.now()).await? {
-                    Reserved::Reserved(r) => {
-                        let held = r.status == shared::domain::Status::Held;
-                        shared::metrics::count(if held { "Holds" } else { "Bookings" });
-                        (StatusCode::CREATED, r)
-                    }
-                    Reserved::Queued(r) => {
-                        shared::metrics::count("UpstreamConfirmsRequested");
-                        queued = true;
-                        (StatusCode::ACCEPTED, r)
-                    }
-                    // Committed and stored like any answer; see `Reserved`.
-                    Reserved::Unavailable => {
-                        shared::metrics::count("Conflicts");
-                        return Ok(ApiError::SlotUnavailable.into_reply_at(req.uri().path()));
-                    }
-                };
-                Ok(Reply::json(status, &r).with_location(format!("/v1/reservations/{}", r.id)))
+                let outcome = booking::reserve(tx, &who, &input, approval, limits, state.clock.now()).await?;
+                queued = matches!(outcome, Reserved::Queued(_));
+                Ok(created(req, outcome))
             })
             .await?;
             // Committed: hand the intent to the worker now, not at the next sweep.

@@ -42,7 +42,7 @@ pub use lists::{
 pub(crate) use release::request_cancel;
 pub use release::{Released, release};
 pub use reschedule::{Change, Rescheduled, reschedule};
-pub use reserve::{Approval, ReserveRequest, Reserved, reserve};
+pub use reserve::{Approval, Attempt, ReserveRequest, Reserved, hold_at_once, reserve};
 pub use resources::{
     NewResource, ResourceChange, ResourceDefaults, archive_resource, create_resource, get_resource, update_resource,
 };

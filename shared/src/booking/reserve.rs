@@ -69,17 +69,35 @@ pub enum Reserved {
     Unavailable,
 }
 
-/// Holds (or, with `confirm`, books) capacity. Must run inside a transaction: the
-/// resource lock it takes is what makes the load check see every committed competitor.
-/// Commit the transaction on `Ok`, whichever the outcome.
-pub async fn reserve(
-    tx: &impl GenericClient,
+/// What [`hold_at_once`] came to.
+#[derive(Debug)]
+pub enum Attempt {
+    /// Decided and committed: a hold or booking made, or the range taken.
+    Settled(Reserved),
+    /// Nothing was done: the general path must decide, in a transaction ([`reserve`]).
+    NeedsTransaction,
+}
+
+/// The common hold in one statement outside any transaction (autocommit: one round
+/// trip, the statement's own commit), for a request without an idempotency key, which
+/// has no stored answer to write with it. `reservation_hold` either decides (and its
+/// writes commit with the statement) or returns before it writes anything, when the
+/// general path must decide; the caller then runs [`reserve`] in a transaction.
+pub async fn hold_at_once(
+    client: &impl GenericClient,
     owner: &Principal,
     req: &ReserveRequest,
-    approval: Approval<'_>,
     limits: Limits,
     now: DateTime<Utc>,
-) -> Result<Reserved, BookingError> {
+) -> Result<Attempt, BookingError> {
+    validate(req, limits, now)?;
+    Ok(match hold(client, owner, req, now).await? {
+        Some(decided) => Attempt::Settled(decided),
+        None => Attempt::NeedsTransaction,
+    })
+}
+
+fn validate(req: &ReserveRequest, limits: Limits, now: DateTime<Utc>) -> Result<(), BookingError> {
     let errors = validate_range(req.start, req.end, now, limits);
     if !errors.is_empty() {
         return Err(BookingError::Validation(errors));
@@ -87,9 +105,18 @@ pub async fn reserve(
     if req.quantity < 1 {
         return Err(invalid("quantity", "must be at least 1"));
     }
-    // The common case, a local resource with no lapsed hold in the way, in one round
-    // trip; the rest (upstream resources, lapsed capacity for the waitlist first) on
-    // the general path below, in the same transaction.
+    Ok(())
+}
+
+/// The one-round-trip hold (`reservation_hold`): the outcome, or `None` when the
+/// general path must decide (an upstream resource, calendar rules, kept buffers, lapsed
+/// capacity owed to the waitlist), in which case nothing was written.
+async fn hold(
+    c: &impl GenericClient,
+    owner: &Principal,
+    req: &ReserveRequest,
+    now: DateTime<Utc>,
+) -> Result<Option<Reserved>, BookingError> {
     let hold = reservations::NewHold {
         id: Uuid::now_v7(),
         resource_id: req.resource_id,
@@ -101,15 +128,35 @@ pub async fn reserve(
         metadata: &req.metadata,
         now,
     };
-    match reservations::hold(tx, &hold).await? {
-        reservations::Hold::General => {}
-        reservations::Hold::Reserved(r) => return Ok(Reserved::Reserved(r)),
-        reservations::Hold::Unavailable => return Ok(Reserved::Unavailable),
-        reservations::Hold::NotFound => return Err(BookingError::ResourceNotFound),
-        reservations::Hold::Archived => return Err(BookingError::ResourceArchived),
+    match reservations::hold(c, &hold).await? {
+        reservations::Hold::General => Ok(None),
+        reservations::Hold::Reserved(r) => Ok(Some(Reserved::Reserved(r))),
+        reservations::Hold::Unavailable => Ok(Some(Reserved::Unavailable)),
+        reservations::Hold::NotFound => Err(BookingError::ResourceNotFound),
+        reservations::Hold::Archived => Err(BookingError::ResourceArchived),
         reservations::Hold::TooMany { capacity } => {
-            return Err(invalid("quantity", format!("must not exceed the capacity of {capacity}")));
+            Err(invalid("quantity", format!("must not exceed the capacity of {capacity}")))
         }
+    }
+}
+
+/// Holds (or, with `confirm`, books) capacity. Must run inside a transaction: the
+/// resource lock it takes is what makes the load check see every committed competitor.
+/// Commit the transaction on `Ok`, whichever the outcome.
+pub async fn reserve(
+    tx: &impl GenericClient,
+    owner: &Principal,
+    req: &ReserveRequest,
+    approval: Approval<'_>,
+    limits: Limits,
+    now: DateTime<Utc>,
+) -> Result<Reserved, BookingError> {
+    validate(req, limits, now)?;
+    // The common case, a local resource with no lapsed hold in the way, in one round
+    // trip; the rest (upstream resources, lapsed capacity for the waitlist first) on
+    // the general path below, in the same transaction.
+    if let Some(decided) = hold(tx, owner, req, now).await? {
+        return Ok(decided);
     }
     let pre = reservations::precheck(tx, req.resource_id, req.start, req.end, now)
         .await?

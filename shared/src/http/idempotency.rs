@@ -43,6 +43,13 @@ fn key_of(req: &Request) -> Result<Option<&str>, ApiError> {
     Ok(Some(key))
 }
 
+/// Whether the request carries an `Idempotency-Key` at all (valid or not): a request
+/// without one has no answer to store, so it may take a path that never opens a
+/// transaction of its own (the reserve function's hold in autocommit).
+pub fn carries_key(req: &Request) -> bool {
+    req.headers().contains_key(HEADER)
+}
+
 /// What identifies a request for its key, and for the approval an upstream confirm
 /// records: method, path and canonical body.
 pub fn fingerprint(req: &Request, canonical_body: &[u8]) -> Vec<u8> {

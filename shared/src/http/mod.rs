@@ -12,7 +12,7 @@ mod problem;
 mod request;
 mod routes;
 
-pub use idempotency::{fingerprint, run_idempotent};
+pub use idempotency::{carries_key, fingerprint, run_idempotent};
 pub use lambda_http::{Body, Request, Response};
 pub use lists::{reservations_query, resources_query, waitlist_query};
 pub use problem::{ApiError, PROBLEM_BASE, PROBLEM_TYPES, ProblemType, problem_type};
