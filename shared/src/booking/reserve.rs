@@ -70,6 +70,8 @@ pub enum Reserved {
 }
 
 /// What [`hold_at_once`] came to.
+// One value per request, matched at once: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Attempt {
     /// Decided and committed: a hold or booking made, or the range taken.
