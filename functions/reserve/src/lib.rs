@@ -7,7 +7,8 @@
 //!
 //! Each runs in one short transaction that takes the resource lock, so freed capacity
 //! is handed to the waitlist in the same transaction; the `POST`s and the `PATCH` run
-//! inside the idempotency guard.
+//! inside the idempotency guard. A hold without an `Idempotency-Key` first tries the
+//! one-statement hold in autocommit, which is a transaction of its own.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};

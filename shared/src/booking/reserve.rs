@@ -1,7 +1,9 @@
 //! Holding (or, with `confirm`, booking) capacity: the path where the race for the last
 //! place is settled. The common case runs in one round trip (`reservation_hold`,
-//! migration V7); upstream resources and lapsed capacity owed to the waitlist take the
-//! general path, in the same transaction.
+//! migration V7, latest in V15), in the caller's transaction ([`reserve`]) or, for a
+//! request with no answer to store, in autocommit ([`hold_at_once`]); upstream
+//! resources, calendar rules and lapsed capacity owed to the waitlist take the general
+//! path, in a transaction.
 
 use super::{BookingError, calendar, invalid, on_freed};
 use crate::db::{DbError, GenericClient, intents, outbox, reservations, resources};
