@@ -16,6 +16,8 @@
 //!   Absolute rates say more about the laptop than the code; (b) as a share of (c)
 //!   says how much of what the database can commit the service turns into bookings.
 //!   The target is (b) >= 50% of (c), with and without an `Idempotency-Key` (b2).
+//!   It runs twice, first (c0) and after the holds: the two rates show how far the
+//!   machine moved during the run (the ratios use the second).
 //! - **(d) serialized holds**: every hold on one resource, so each queues on its lock,
 //!   against **(e)** a pgbench-style "lock one row, insert one row, commit" at the same
 //!   concurrency. The target is (d) >= 60% of (e).
@@ -158,8 +160,25 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     shared::db::migrate(&mut db).await?;
     apply_database_settings(&db, &p.database_settings).await?;
     setup::print_database_settings(&db).await?;
-    let server = Server::start(&database_url, p.pool_size).await?;
     let mut correct = true;
+
+    // The baseline once before the holds too: on a shared host the same transaction's
+    // rate moved by half between runs minutes apart, and this shows how far it moved
+    // within this run (the ratios use the one after the holds, next to (e)).
+    println!();
+    println!(
+        "(c0) baseline before the holds: BEGIN; INSERT one row; COMMIT, {} connections, {:.1} s",
+        p.concurrency,
+        p.phases.measure.as_secs_f64()
+    );
+    let database: String = db.query_one("SELECT current_database()", &[]).await?.get(0);
+    let probe = cpu::Probe::new(setup::connect(&database_url).await?, database);
+    let probe = probe.as_ref();
+    let baseline_before = throughput::sql_inserts(&database_url, p.concurrency, p.phases, probe).await?;
+    correct &= print_throughput(&baseline_before, "transactions/s", Outcome::Committed);
+    print_cpu(&baseline_before, "transaction", "the bench process (client)");
+
+    let server = Server::start(&database_url, p.pool_size).await?;
 
     println!();
     println!("(a) burst: {} concurrent holds of one slot of a capacity-1 resource, {} rounds", p.contenders, p.rounds);
@@ -174,9 +193,6 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
         p.concurrency,
         p.phases.measure.as_secs_f64()
     );
-    let database: String = db.query_one("SELECT current_database()", &[]).await?.get(0);
-    let probe = cpu::Probe::new(setup::connect(&database_url).await?, database);
-    let probe = probe.as_ref();
     let spread = HoldMix { resources: p.resources, keyed: false };
     let holds = throughput::http_holds(&server, spread, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&holds, "holds/s", Outcome::Status(201));
@@ -219,7 +235,14 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     println!();
     print_summary(
         &burst,
-        &Ratios { holds: &holds, keyed: &keyed, serialized: &serialized, baseline: &baseline, locked: &locked },
+        &Ratios {
+            holds: &holds,
+            keyed: &keyed,
+            serialized: &serialized,
+            baseline_before: &baseline_before,
+            baseline: &baseline,
+            locked: &locked,
+        },
         correct,
     );
     Ok(correct)
@@ -330,6 +353,7 @@ struct Ratios<'a> {
     holds: &'a throughput::Report,
     keyed: &'a throughput::Report,
     serialized: &'a throughput::Report,
+    baseline_before: &'a throughput::Report,
     baseline: &'a throughput::Report,
     locked: &'a throughput::Report,
 }
@@ -385,6 +409,13 @@ fn print_summary(burst: &burst::Report, r: &Ratios<'_>, correct: bool) {
             b_machine * 1e3
         );
     }
+    println!(
+        "  the baseline within this run: {:.1} per second before the holds, {:.1} after ({:+.1} %); \
+         the ratios use the one after",
+        r.baseline_before.per_second(),
+        r.baseline.per_second(),
+        share(r.baseline, r.baseline_before) - 100.0
+    );
     println!("  correctness: {}", if correct { "OK" } else { "FAIL" });
 }
 

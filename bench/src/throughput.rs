@@ -247,8 +247,7 @@ impl Worker for SqlInserts {
     }
 }
 
-pub const BASELINE_TABLE: &str =
-    "CREATE TABLE bench_baseline (id uuid PRIMARY KEY, payload text NOT NULL, created_at timestamptz NOT NULL)";
+pub const BASELINE_TABLE: &str = "CREATE TABLE IF NOT EXISTS bench_baseline (id uuid PRIMARY KEY, payload text NOT NULL, created_at timestamptz NOT NULL)";
 
 /// The cheapest serialized write: lock one row, insert one row, commit (pgbench-style),
 /// every transaction queuing on the same lock as holds of one resource do.
