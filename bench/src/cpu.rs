@@ -62,9 +62,11 @@ pub struct Probe {
 /// 0.093 ms between runs.
 fn runtime_ns(pid: &str) -> Option<u64> {
     let mut total = 0;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
-        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
-        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        // A thread that ended since the listing (the runtime's blocking pool lets its
+        // threads go) has nothing left to count: skip it, do not lose the process.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
+        total += stat.split_whitespace().next().and_then(|t| t.parse::<u64>().ok()).unwrap_or(0);
     }
     Some(total)
 }
@@ -139,6 +141,23 @@ mod tests {
         assert_eq!(u.machine, Duration::from_secs(3));
         assert_eq!(u.cores(), (0.95, 0.3));
         assert_eq!(u.per(100), (Duration::from_millis(19), Duration::from_millis(6)));
+    }
+
+    #[test]
+    fn a_process_whose_threads_come_and_go_is_still_measured() {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churn = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::thread::spawn(|| std::hint::black_box(0)).join();
+                }
+            })
+        };
+        let unmeasured = (0..2000).filter(|_| runtime_ns("self").is_none()).count();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        churn.join().unwrap();
+        assert_eq!(unmeasured, 0, "samples lost to threads that ended while they were read");
     }
 
     #[test]
