@@ -16,7 +16,8 @@ use shared::AppState;
 use shared::booking::{self, Approval, Attempt, Change, JoinRequest, Joined, Rescheduled, ReserveRequest, Reserved};
 use shared::http::fields::{self, Fields};
 use shared::http::{
-    ApiError, Function, Op, Reply, carries_key, fingerprint, json_body, principal, respond, route_for, run_idempotent,
+    ApiError, Function, KeyedStatement, Op, Reply, fingerprint, json_body, principal, respond, route_for,
+    run_idempotent,
 };
 use uuid::Uuid;
 
@@ -36,10 +37,15 @@ fn created(req: &Request, outcome: Reserved) -> Reply {
         // Committed and stored like any answer; see `Reserved`.
         Reserved::Unavailable => {
             shared::metrics::count("Conflicts");
-            return ApiError::SlotUnavailable.into_reply_at(req.uri().path());
+            return taken(req);
         }
     };
-    Reply::json(status, &r).with_location(format!("/v1/reservations/{}", r.id))
+    Reply::reservation_created(status, &r)
+}
+
+/// The answer when the range is taken.
+fn taken(req: &Request) -> Reply {
+    ApiError::SlotUnavailable.into_reply_at(req.uri().path())
 }
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
@@ -56,16 +62,31 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let limits = state.config.limits();
             let fingerprint = fingerprint(req, &body.canonical);
             let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
-            if !carries_key(req) {
-                // No answer to store: the common hold commits on its own, in one round
-                // trip; only what the general path must decide opens a transaction.
-                let client = state.pool.get().await?;
-                if let Attempt::Settled(outcome) =
-                    booking::hold_at_once(&client, &who, &input, limits, state.clock.now()).await?
-                {
-                    return Ok(created(req, outcome).into_response());
+            // The common hold commits on its own, in one round trip, with its key's
+            // claim and answer when it has a key; only what the general path must
+            // decide, or a key already taken, goes on to the guard's transaction.
+            let keyed = KeyedStatement::of(state, &who, req, matched.spec, &fingerprint, taken(req))?;
+            let answering = keyed.as_ref().map(KeyedStatement::answering);
+            let client = state.pool.get().await?;
+            match booking::hold_at_once(&client, &who, &input, answering.as_ref(), limits, state.clock.now()).await {
+                Ok(Attempt::Settled(outcome)) => {
+                    let reply = created(req, outcome);
+                    return Ok(match &keyed {
+                        Some(keyed) => keyed.first_answer(reply),
+                        None => reply.into_response(),
+                    });
+                }
+                Ok(Attempt::NeedsTransaction) => {}
+                Err(e) => {
+                    let e = ApiError::from(e);
+                    // A keyed request's refusal (a 4xx) is an answer to store and replay:
+                    // the guard runs the request again and stores it.
+                    if keyed.is_none() || !e.is_final() {
+                        return Err(e);
+                    }
                 }
             }
+            drop(client);
             let mut queued = false;
             let response = run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
                 let outcome = booking::reserve(tx, &who, &input, approval, limits, state.clock.now()).await?;

@@ -6,6 +6,7 @@
 //! path, in a transaction.
 
 use super::{BookingError, calendar, invalid, on_freed};
+use crate::db::idempotency::Answering;
 use crate::db::{DbError, GenericClient, intents, outbox, reservations, resources};
 use crate::domain::{
     Authority, Intent, IntentState, Judge, Limits, Metadata, Principal, Reservation, Resource, Source, Status,
@@ -83,19 +84,22 @@ pub enum Attempt {
 }
 
 /// The common hold in one statement outside any transaction (autocommit: one round
-/// trip, the statement's own commit), for a request without an idempotency key, which
-/// has no stored answer to write with it. `reservation_hold` either decides (and its
-/// writes commit with the statement) or returns before it writes anything, when the
-/// general path must decide; the caller then runs [`reserve`] in a transaction.
+/// trip, the statement's own commit). With `key`, the statement also claims the
+/// request's idempotency key and stores its answer (`reservation_hold_keyed`), so a
+/// keyed hold commits once with its answer too. The statement either decides (and its
+/// writes commit with it) or leaves nothing behind, when the general path must decide
+/// or the key is taken; the caller then runs [`reserve`] in a transaction, inside the
+/// idempotency guard.
 pub async fn hold_at_once(
     client: &impl GenericClient,
     owner: &Principal,
     req: &ReserveRequest,
+    key: Option<&Answering<'_>>,
     limits: Limits,
     now: DateTime<Utc>,
 ) -> Result<Attempt, BookingError> {
     validate(req, limits, now)?;
-    Ok(match hold(client, owner, req, now).await? {
+    Ok(match hold(client, owner, req, key, now).await? {
         Some(decided) => Attempt::Settled(decided),
         None => Attempt::NeedsTransaction,
     })
@@ -112,13 +116,15 @@ fn validate(req: &ReserveRequest, limits: Limits, now: DateTime<Utc>) -> Result<
     Ok(())
 }
 
-/// The one-round-trip hold (`reservation_hold`): the outcome, or `None` when the
-/// general path must decide (an upstream resource, calendar rules, kept buffers, lapsed
-/// capacity owed to the waitlist), in which case nothing was written.
+/// The one-round-trip hold (`reservation_hold`, or with a key `reservation_hold_keyed`):
+/// the outcome, or `None` when the general path must decide (an upstream resource,
+/// calendar rules, kept buffers, lapsed capacity owed to the waitlist) or the key is
+/// taken, in which case nothing was written.
 async fn hold(
     c: &impl GenericClient,
     owner: &Principal,
     req: &ReserveRequest,
+    key: Option<&Answering<'_>>,
     now: DateTime<Utc>,
 ) -> Result<Option<Reserved>, BookingError> {
     let hold = reservations::NewHold {
@@ -132,8 +138,12 @@ async fn hold(
         metadata: &req.metadata,
         now,
     };
-    match reservations::hold(c, &hold).await? {
-        reservations::Hold::General => Ok(None),
+    let held = match key {
+        Some(key) => reservations::hold_keyed(c, &hold, key).await?,
+        None => reservations::hold(c, &hold).await?,
+    };
+    match held {
+        reservations::Hold::General | reservations::Hold::KeyTaken => Ok(None),
         reservations::Hold::Reserved(r) => Ok(Some(Reserved::Reserved(r))),
         reservations::Hold::Unavailable => Ok(Some(Reserved::Unavailable)),
         reservations::Hold::NotFound => Err(BookingError::ResourceNotFound),
@@ -159,7 +169,7 @@ pub async fn reserve(
     // The common case, a local resource with no lapsed hold in the way, in one round
     // trip; the rest (upstream resources, lapsed capacity for the waitlist first) on
     // the general path below, in the same transaction.
-    if let Some(decided) = hold(tx, owner, req, now).await? {
+    if let Some(decided) = hold(tx, owner, req, None, now).await? {
         return Ok(decided);
     }
     let pre = reservations::precheck(tx, req.resource_id, req.start, req.end, now)

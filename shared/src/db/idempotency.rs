@@ -4,9 +4,12 @@
 //! transaction of the mutation it guards: one commit per request. A retry finds the
 //! stored response, or waits on the primary key for its original's transaction to end
 //! (see `idempotency_claim` in migration V6). A failure the client may not retry
-//! unchanged (a 4xx) is stored on its own after the rollback.
+//! unchanged (a 4xx) is stored on its own after the rollback. A keyed hold claims,
+//! holds and stores in one statement ([`Answering`], migration V17); its answer is
+//! stored as the reservation it made, from which the replay is rendered.
 
 use super::{DbError, GenericClient};
+use crate::domain::Reservation;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -24,8 +27,8 @@ pub struct KeyRef<'a> {
 /// Waits at most `$10` for a concurrent original; past that, `lock_not_available`.
 pub const CLAIM: &str = "SELECT idempotency_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
-pub const READ: &str = "SELECT fingerprint, state, locked_until, response_status, response_headers, response_body \
-     FROM idempotency_keys WHERE principal = $1 AND method = $2 AND route = $3 AND key = $4";
+pub const READ: &str = "SELECT fingerprint, state, locked_until, response_status, response_headers, response_body, \
+     response_reservation FROM idempotency_keys WHERE principal = $1 AND method = $2 AND route = $3 AND key = $4";
 
 /// Stores the response, in the transaction that claimed the key (so the claim is ours).
 pub const COMPLETE: &str = "UPDATE idempotency_keys SET state = 'completed', response_status = $5, \
@@ -44,9 +47,41 @@ pub const STORE_FAILURE: &str = "INSERT INTO idempotency_keys (principal, method
 pub const PURGE_EXPIRED: &str = "DELETE FROM idempotency_keys WHERE ctid IN ( \
      SELECT ctid FROM idempotency_keys WHERE expires_at < $1 ORDER BY expires_at LIMIT $2)";
 
+// One value per replay, matched at once: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum Stored {
-    Completed { fingerprint: Vec<u8>, status: u16, headers: serde_json::Value, body: Vec<u8> },
+    Completed { fingerprint: Vec<u8>, status: u16, headers: serde_json::Value, body: StoredBody },
     Processing { fingerprint: Vec<u8>, locked_until: DateTime<Utc> },
+}
+
+/// What a stored answer's body is made from.
+#[allow(clippy::large_enum_variant)]
+pub enum StoredBody {
+    /// The bytes sent.
+    Bytes(Vec<u8>),
+    /// The reservation a keyed hold made, as the statement returned it (migration V17):
+    /// its answer is rendered from it, by the code that rendered the first.
+    Reservation(Reservation),
+}
+
+/// A key and what to store with it, for a mutation that claims the key, runs and
+/// stores its answer in one statement (the keyed hold, `reservation_hold_keyed`).
+pub struct Answering<'a> {
+    pub key: KeyRef<'a>,
+    pub fingerprint: &'a [u8],
+    pub lease: Lease,
+    /// How long the claim may wait for a concurrent original (see [`CLAIM`]).
+    pub wait: std::time::Duration,
+    /// The answer to a refusal, which does not depend on what the statement finds and
+    /// is rendered before it.
+    pub refused: StoredReply<'a>,
+}
+
+/// An answer as the table keeps it.
+pub struct StoredReply<'a> {
+    pub status: u16,
+    pub headers: &'a serde_json::Value,
+    pub body: &'a [u8],
 }
 
 /// See [`CLAIM`].
@@ -104,7 +139,13 @@ pub async fn read(c: &impl GenericClient, k: &KeyRef<'_>) -> Result<Option<Store
                 fingerprint,
                 status: u16::try_from(status).map_err(|_| DbError::Corrupt(format!("status {status}")))?,
                 headers: row.try_get::<_, Option<serde_json::Value>>("response_headers")?.unwrap_or_default(),
-                body: row.try_get("response_body")?,
+                body: match row.try_get::<_, Option<Vec<u8>>>("response_body")? {
+                    Some(bytes) => StoredBody::Bytes(bytes),
+                    None => {
+                        let snapshot: serde_json::Value = row.try_get("response_reservation")?;
+                        StoredBody::Reservation(super::reservations::from_snapshot(c, &snapshot).await?)
+                    }
+                },
             }
         }
         "processing" => Stored::Processing { fingerprint, locked_until: row.try_get("locked_until")? },

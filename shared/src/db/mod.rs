@@ -59,6 +59,8 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("outbox::INSERT_INTENT_MESSAGE", outbox::INSERT_INTENT_MESSAGE),
     ("reservations::INSERT_IF_FITS", reservations::INSERT_IF_FITS),
     ("reservations::HOLD", reservations::HOLD),
+    ("reservations::HOLD_KEYED", reservations::HOLD_KEYED),
+    ("reservations::FROM_SNAPSHOT", reservations::FROM_SNAPSHOT),
     ("reservations::MOVE_IF_FITS", reservations::MOVE_IF_FITS),
     ("reservations::PEAK_AHEAD", reservations::PEAK_AHEAD),
     ("reservations::DETACH_SETTLED", reservations::DETACH_SETTLED),

@@ -1,5 +1,6 @@
 //! SQL for the `reservations` table.
 
+use super::idempotency::Answering;
 use super::{DbError, GenericClient};
 use crate::domain::{Claim, FailureReason, Intent, Metadata, Reservation, Source, Status};
 use chrono::{DateTime, Utc};
@@ -96,6 +97,27 @@ pub const DETACH_SETTLED: &str = r#"
 /// `$7` confirm, `$8` now, `$9` metadata.
 pub const HOLD: &str =
     concat!("SELECT outcome, capacity, ", columns!(), " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9)");
+
+/// [`HOLD`] for a request with an `Idempotency-Key`, in one statement with the key's
+/// claim and stored answer (`reservation_hold_keyed`, migration V17): one more outcome,
+/// `key_taken`, when the key already has a committed row; past `$8` waiting for a
+/// concurrent original, lock_not_available. Outcomes other than `reserved` and
+/// `unavailable` leave nothing behind, the claim included.
+///
+/// Parameters: `$1`-`$4` the key's scope and key, `$5` fingerprint, `$6` the claim's
+/// lease, `$7` when the record may be purged, `$8` the wait (a `lock_timeout`), `$9`-`$11`
+/// the refusal's stored answer (status, headers, body), then [`HOLD`]'s nine as `$12`-`$20`.
+pub const HOLD_KEYED: &str = concat!(
+    "SELECT outcome, capacity, ",
+    columns!(),
+    " FROM reservation_hold_keyed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+     $12, $13, $14, $15, $16, $17, $18, $19, $20)"
+);
+
+/// A reservation as a keyed hold stored it for its replay (`to_jsonb` of the row the
+/// hold returned), read back into the columns of the table: the replay is rendered
+/// from the same values as the first answer.
+pub const FROM_SNAPSHOT: &str = concat!("SELECT ", columns!(), " FROM jsonb_populate_record(NULL::reservations, $1)");
 
 /// The look before the lock: the resource, the peak load over the range now, and
 /// whether lapsed holds overlap it, in one read that takes no lock and writes nothing.
@@ -397,6 +419,9 @@ pub enum Hold {
     Archived,
     /// Not for the one-round-trip path: take the general one.
     General,
+    /// The request's key is taken, by a committed answer or a concurrent original
+    /// (keyed holds only): nothing was done; the idempotency guard decides.
+    KeyTaken,
 }
 
 pub struct NewHold<'a> {
@@ -414,19 +439,73 @@ pub struct NewHold<'a> {
 /// See [`HOLD`].
 pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<Hold, DbError> {
     let stmt = c.prepare_cached(HOLD).await?;
+    let metadata = Json(h.metadata);
     let row = c
         .query_one(
             &stmt,
-            &[&h.id, &h.resource_id, &h.owner, &h.start, &h.end, &h.quantity, &h.confirm, &h.now, &Json(h.metadata)],
+            &[&h.id, &h.resource_id, &h.owner, &h.start, &h.end, &h.quantity, &h.confirm, &h.now, &metadata],
         )
         .await?;
+    hold_of(&row)
+}
+
+/// See [`HOLD_KEYED`]; for autocommit, where the statement is the transaction.
+pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'_>) -> Result<Hold, DbError> {
+    let stmt = c.prepare_cached(HOLD_KEYED).await?;
+    let metadata = Json(h.metadata);
+    // At least a millisecond: a lock_timeout of 0 would wait forever.
+    let wait = format!("{}ms", a.wait.as_millis().max(1));
+    let refused_status = a.refused.status as i16;
+    let row = c
+        .query_one(
+            &stmt,
+            &[
+                &a.key.principal,
+                &a.key.method,
+                &a.key.route,
+                &a.key.key,
+                &a.fingerprint,
+                &a.lease.locked_until,
+                &a.lease.expires_at,
+                &wait,
+                &refused_status,
+                a.refused.headers,
+                &a.refused.body,
+                &h.id,
+                &h.resource_id,
+                &h.owner,
+                &h.start,
+                &h.end,
+                &h.quantity,
+                &h.confirm,
+                &h.now,
+                &metadata,
+            ],
+        )
+        .await;
+    match row {
+        Ok(row) => hold_of(&row),
+        // A concurrent original holds the key: nothing was written here.
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => Ok(Hold::KeyTaken),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// See [`FROM_SNAPSHOT`].
+pub async fn from_snapshot(c: &impl GenericClient, snapshot: &serde_json::Value) -> Result<Reservation, DbError> {
+    let stmt = c.prepare_cached(FROM_SNAPSHOT).await?;
+    from_row(&c.query_one(&stmt, &[snapshot]).await?)
+}
+
+fn hold_of(row: &Row) -> Result<Hold, DbError> {
     Ok(match row.try_get::<_, &str>("outcome")? {
-        "reserved" => Hold::Reserved(from_row(&row)?),
+        "reserved" => Hold::Reserved(from_row(row)?),
         "unavailable" => Hold::Unavailable,
         "not_found" => Hold::NotFound,
         "too_many" => Hold::TooMany { capacity: row.try_get("capacity")? },
         "general" => Hold::General,
         "archived" => Hold::Archived,
+        "key_taken" => Hold::KeyTaken,
         other => return Err(DbError::Corrupt(format!("hold outcome {other}"))),
     })
 }

@@ -13,10 +13,15 @@
 //!   itself: the original's uncommitted claim holds the key's primary key.
 //! - Takeover: an original that dies takes its claim with it (its transaction
 //!   aborts), so the retry runs at once; no lease has to lapse.
+//!
+//! A mutation that settles in one statement (the keyed hold) claims, runs and stores
+//! in that statement, in autocommit ([`KeyedStatement`]); when it cannot settle there
+//! (the key is taken, or the general path must decide) it leaves nothing behind and the
+//! request goes through [`run_idempotent`].
 
 use super::{ApiError, JSON, PROBLEM_JSON, Reply, RouteSpec, mark_replayed};
 use crate::AppState;
-use crate::db::idempotency::{self, KeyRef, Stored};
+use crate::db::idempotency::{self, Answering, KeyRef, Stored, StoredBody, StoredReply};
 use crate::domain::Principal;
 use deadpool_postgres::Transaction;
 use lambda_http::{Body, Request, Response};
@@ -43,13 +48,6 @@ fn key_of(req: &Request) -> Result<Option<&str>, ApiError> {
     Ok(Some(key))
 }
 
-/// Whether the request carries an `Idempotency-Key` at all (valid or not): a request
-/// without one has no answer to store, so it may take a path that never opens a
-/// transaction of its own (the reserve function's hold in autocommit).
-pub fn carries_key(req: &Request) -> bool {
-    req.headers().contains_key(HEADER)
-}
-
 /// What identifies a request for its key, and for the approval an upstream confirm
 /// records: method, path and canonical body.
 pub fn fingerprint(req: &Request, canonical_body: &[u8]) -> Vec<u8> {
@@ -62,13 +60,18 @@ pub fn fingerprint(req: &Request, canonical_body: &[u8]) -> Vec<u8> {
     h.finalize().to_vec()
 }
 
-fn stored_reply(status: u16, headers: &serde_json::Value, body: Vec<u8>) -> Reply {
+fn stored_reply(status: u16, headers: &serde_json::Value, body: StoredBody) -> Reply {
+    let status = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
+    let body = match body {
+        StoredBody::Bytes(bytes) => bytes,
+        StoredBody::Reservation(r) => return Reply::reservation_created(status, &r),
+    };
     let content_type = match headers.get("content-type").and_then(|v| v.as_str()) {
         Some(PROBLEM_JSON) => PROBLEM_JSON,
         _ => JSON,
     };
     Reply {
-        status: http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK),
+        status,
         content_type,
         body,
         location: headers.get("location").and_then(|v| v.as_str()).map(String::from),
@@ -85,6 +88,71 @@ fn stored_headers(reply: &Reply) -> serde_json::Value {
         h.insert("location".into(), l.clone().into());
     }
     serde_json::Value::Object(h)
+}
+
+/// What a keyed request stores with a mutation that settles in one statement (see
+/// `reservation_hold_keyed`, migration V17): its key in its scope, the claim's times,
+/// and the answer to a refusal, rendered before the statement runs. The statement's
+/// own answer is the row it returns, stored by the statement.
+pub struct KeyedStatement<'r> {
+    principal: &'r str,
+    method: &'static str,
+    scope: String,
+    key: &'r str,
+    fingerprint: &'r [u8],
+    lease: idempotency::Lease,
+    refused: Reply,
+    refused_headers: serde_json::Value,
+}
+
+impl<'r> KeyedStatement<'r> {
+    /// `None` for a request without a key: it has no answer to store.
+    pub fn of(
+        state: &AppState,
+        who: &'r Principal,
+        req: &'r Request,
+        route: &RouteSpec,
+        fp: &'r [u8],
+        refused: Reply,
+    ) -> Result<Option<Self>, ApiError> {
+        let Some(key) = key_of(req)? else { return Ok(None) };
+        let refused_headers = stored_headers(&refused);
+        Ok(Some(KeyedStatement {
+            principal: &who.id,
+            method: route.method,
+            scope: scope_of(route),
+            key,
+            fingerprint: fp,
+            lease: lease(state, state.clock.now()),
+            refused,
+            refused_headers,
+        }))
+    }
+
+    pub fn answering(&self) -> Answering<'_> {
+        Answering {
+            key: KeyRef { principal: self.principal, method: self.method, route: &self.scope, key: self.key },
+            fingerprint: self.fingerprint,
+            lease: self.lease,
+            wait: CLAIM_WAIT,
+            refused: StoredReply {
+                status: self.refused.status.as_u16(),
+                headers: &self.refused_headers,
+                body: &self.refused.body,
+            },
+        }
+    }
+
+    /// The first answer of a request the statement settled.
+    pub fn first_answer(&self, reply: Reply) -> Response<Body> {
+        mark_replayed(reply.into_response(), false)
+    }
+}
+
+/// The scope a key lives in: the principal (in the row's own column), the method and
+/// the route's template.
+fn scope_of(route: &RouteSpec) -> String {
+    format!("{} {}", route.method, route.path)
 }
 
 /// Runs `op` in a transaction, at most once per idempotency key.
@@ -106,7 +174,7 @@ pub async fn run_idempotent(
         tx.commit().await?;
         return Ok(reply.into_response());
     };
-    let scope = format!("{} {}", route.method, route.path);
+    let scope = scope_of(route);
     let k = KeyRef { principal: &who.id, method: route.method, route: &scope, key };
     let mut op = Some(op);
     let mut poll = Poll::new(state);

@@ -12,7 +12,7 @@ mod problem;
 mod request;
 mod routes;
 
-pub use idempotency::{carries_key, fingerprint, run_idempotent};
+pub use idempotency::{KeyedStatement, fingerprint, run_idempotent};
 pub use lambda_http::{Body, Request, Response};
 pub use lists::{reservations_query, resources_query, waitlist_query};
 pub use problem::{ApiError, PROBLEM_BASE, PROBLEM_TYPES, ProblemType, problem_type};
@@ -68,6 +68,13 @@ impl Reply {
     pub fn with_location(mut self, location: String) -> Reply {
         self.location = Some(location);
         self
+    }
+
+    /// A reservation as the answer to the request that made it (201, or 202 when
+    /// queued for the system of record): also how a keyed hold's stored answer is
+    /// replayed, so that the replay is the same bytes.
+    pub fn reservation_created(status: StatusCode, r: &crate::domain::Reservation) -> Reply {
+        Reply::json(status, r).with_location(format!("/v1/reservations/{}", r.id))
     }
 
     pub fn into_response(self) -> Response<Body> {

@@ -340,3 +340,108 @@ async fn a_retried_resource_create_with_the_same_key_makes_one_resource_and_repl
         send(app.post("admin", "/v1/resources", &json!({"name": "Room 8"})).header("idempotency-key", "room-7")).await;
     assert_eq!((status, slug(&p)), (StatusCode::UNPROCESSABLE_ENTITY, "idempotency-key-reused"));
 }
+
+/// A keyed hold that settles in one statement (migration V17) stores the reservation it
+/// made, and its replay is rendered from it: the same status, `Location` and bytes.
+#[tokio::test]
+async fn a_hold_settled_in_one_statement_is_replayed_byte_for_byte_from_the_row_it_stored() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let mut b = body(room, 10, 11);
+    b["metadata"] = json!({"note": "naïve \"quoted\" \n line", "a": "1"});
+    let send_keyed = || app.post("alice", "/v1/reservations", &b).header("idempotency-key", "bytes").send();
+    let first = send_keyed().await.unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    assert_eq!(first.headers()["idempotency-replayed"], "false");
+    let location = first.headers()["location"].clone();
+    let first = first.bytes().await.unwrap();
+
+    let row = app
+        .db()
+        .await
+        .query_one(
+            "SELECT state, response_status, response_body IS NULL, response_reservation->>'id' \
+             FROM idempotency_keys WHERE key = 'bytes'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let stored: (String, i16, bool, String) = (row.get(0), row.get(1), row.get(2), row.get(3));
+    let made: Value = serde_json::from_slice(&first).unwrap();
+    assert_eq!(stored, ("completed".into(), 201, true, made["id"].as_str().unwrap().to_string()));
+
+    let again = send_keyed().await.unwrap();
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert_eq!(again.headers()["idempotency-replayed"], "true");
+    assert_eq!(again.headers()["location"], location);
+    assert_eq!(again.bytes().await.unwrap(), first, "the replay is the first answer's bytes");
+}
+
+/// What the one statement leaves to the general path (here a resource with calendar
+/// rules, and one that does not exist) goes through the guard's transaction, and its
+/// answer is stored and replayed as before.
+#[tokio::test]
+async fn a_keyed_hold_the_general_path_decides_is_stored_and_replayed_by_the_guard() {
+    let app = TestApp::spawn().await;
+    let lab = app.resource_with(json!({"name": "Lab", "buffer_after_minutes": 30})).await;
+    let (status, replayed, first) = keyed(&app, "alice", "rules", &body(lab, 10, 11)).await;
+    assert_eq!((status, replayed.as_deref()), (StatusCode::CREATED, Some("false")), "{first}");
+    let (status, replayed, again) = keyed(&app, "alice", "rules", &body(lab, 10, 11)).await;
+    assert_eq!((status, replayed.as_deref(), &again), (StatusCode::CREATED, Some("true"), &first));
+    assert_eq!(rows(&app, lab).await, 1);
+
+    let nowhere = Uuid::now_v7();
+    let (status, replayed, problem) = keyed(&app, "alice", "nowhere", &body(nowhere, 10, 11)).await;
+    assert_eq!(
+        (status, replayed.as_deref(), slug(&problem)),
+        (StatusCode::NOT_FOUND, Some("false"), "resource-not-found")
+    );
+    let (status, replayed, _) = keyed(&app, "alice", "nowhere", &body(nowhere, 10, 11)).await;
+    assert_eq!((status, replayed.as_deref()), (StatusCode::NOT_FOUND, Some("true")));
+    // The keyed statement took its claim back: one row per key, the guard's.
+    let keys: i64 = app.db().await.query_one("SELECT count(*) FROM idempotency_keys", &[]).await.unwrap().get(0);
+    assert_eq!(keys, 2);
+}
+
+/// Many clients, some sending the same request several times at once, on a resource
+/// with room for three: three holds, one answer per key, checked in SQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicates_racing_for_a_few_places_get_one_answer_per_key_and_never_overbook() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(3).await;
+    let b = body(room, 10, 11);
+    let (keys, copies) = (8, 5);
+    let barrier = Arc::new(tokio::sync::Barrier::new(keys * copies));
+    let results = join_all((0..keys * copies).map(|i| {
+        let (app, b, barrier) = (&app, &b, barrier.clone());
+        async move {
+            let key = format!("k{}", i % keys);
+            barrier.wait().await;
+            let resp = app.post("alice", "/v1/reservations", b).header("idempotency-key", &key).send().await.unwrap();
+            (key, resp.status(), resp.bytes().await.unwrap())
+        }
+    }))
+    .await;
+    let mut answers = std::collections::HashMap::new();
+    for (key, status, bytes) in &results {
+        assert!([StatusCode::CREATED, StatusCode::CONFLICT].contains(status), "{status}: {bytes:?}");
+        let first = answers.entry(key.clone()).or_insert((*status, bytes.clone()));
+        assert_eq!((&first.0, &first.1), (status, bytes), "every copy of {key} gets the one answer");
+    }
+    let won = answers.values().filter(|(s, _)| *s == StatusCode::CREATED).count();
+    assert_eq!(won, 3, "three places, three holds");
+    let row = app
+        .db()
+        .await
+        .query_one(
+            "SELECT (SELECT count(*) FROM reservations WHERE resource_id = $1), \
+                    (SELECT count(*) FROM idempotency_keys WHERE state = 'completed'), \
+                    (SELECT count(*) FROM idempotency_keys k JOIN reservations r \
+                       ON r.id = (k.response_reservation->>'id')::uuid)",
+            &[&room],
+        )
+        .await
+        .unwrap();
+    let counted: (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(counted, (3, keys as i64, 3), "(reservations, keys answered, answers that are a reservation)");
+}
