@@ -10,6 +10,7 @@ use crate::db::{DbError, outbox};
 use chrono::Duration as ChronoDuration;
 use deadpool_postgres::Pool;
 use serde::Serialize;
+use std::collections::HashSet;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -168,18 +169,44 @@ pub async fn relay<P: Publisher>(
         if events.is_empty() {
             break;
         }
-        let envelopes: Vec<Envelope> = events.iter().map(Envelope::from).collect();
-        let outcomes = publisher.publish(&envelopes).await;
         let mut delivered = Vec::with_capacity(events.len());
-        for (i, event) in events.iter().enumerate() {
-            match outcomes.get(i).cloned().unwrap_or_else(|| Err("no outcome reported".into())) {
-                Ok(()) => delivered.push(event.id),
-                Err(reason) => {
-                    report.failed += 1;
-                    tracing::warn!(event_id = %event.id, attempts = event.attempts, %reason, "publish failed; will retry");
-                    outbox::mark_failed(&client, event.id, clock.now() + backoff(event.attempts), &reason).await?;
+        let mut held_back = Vec::new();
+        let mut stalled = HashSet::new();
+        let mut rest: Vec<&outbox::Event> = events.iter().collect();
+        // In waves of one event per subject, so that the queue, which may refuse any
+        // entry of a batch alone, never takes a subject's event after refusing an
+        // earlier one: a refusal stalls the subject (see `outbox::STALL`).
+        while !rest.is_empty() {
+            let mut wave = Vec::with_capacity(rest.len());
+            let mut later = Vec::new();
+            let mut in_wave = HashSet::new();
+            for event in rest {
+                if stalled.contains(&event.subject_id) {
+                    held_back.push(event.id);
+                } else if in_wave.insert(event.subject_id) {
+                    wave.push(event);
+                } else {
+                    later.push(event);
                 }
             }
+            let envelopes: Vec<Envelope> = wave.iter().map(|e| Envelope::from(*e)).collect();
+            let outcomes = publisher.publish(&envelopes).await;
+            for (i, event) in wave.iter().enumerate() {
+                match outcomes.get(i).cloned().unwrap_or_else(|| Err("no outcome reported".into())) {
+                    Ok(()) => delivered.push(event.id),
+                    Err(reason) => {
+                        report.failed += 1;
+                        tracing::warn!(event_id = %event.id, attempts = event.attempts, %reason, "publish failed; will retry");
+                        outbox::mark_failed(&client, event.id, clock.now() + backoff(event.attempts), &reason).await?;
+                        outbox::stall(&client, topic, event.subject_id, event.seq).await?;
+                        stalled.insert(event.subject_id);
+                    }
+                }
+            }
+            rest = later;
+        }
+        if !held_back.is_empty() {
+            outbox::release(&client, &held_back, clock.now()).await?;
         }
         let nothing_delivered = delivered.is_empty();
         report.published += outbox::mark_published(&client, &delivered, clock.now()).await?;

@@ -53,6 +53,8 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("outbox::CLAIM_DUE", outbox::CLAIM_DUE),
     ("outbox::MARK_PUBLISHED", outbox::MARK_PUBLISHED),
     ("outbox::MARK_FAILED", outbox::MARK_FAILED),
+    ("outbox::STALL", outbox::STALL),
+    ("outbox::RELEASE", outbox::RELEASE),
     ("outbox::PURGE_PUBLISHED", outbox::PURGE_PUBLISHED),
     ("outbox::PENDING", outbox::PENDING),
     ("outbox::OLDEST_PENDING", outbox::OLDEST_PENDING),

@@ -6,16 +6,35 @@ use super::{DbError, GenericClient};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// Claims due events in order, skipping rows another relay holds, and leases them by
-/// pushing `next_attempt_at` to `$3`: if this relay dies after publishing, the events
-/// come due again and are sent again with the same id (at least once).
+/// Claims due events in order, skipping rows another relay holds and the events a
+/// stalled subject holds back ([`STALL`]), and leases them by pushing `next_attempt_at`
+/// to `$3`: if this relay dies after publishing, the events come due again and are
+/// sent again with the same id (at least once).
 pub const CLAIM_DUE: &str = "WITH due AS ( \
-       SELECT id FROM outbox WHERE topic = $4 AND published_at IS NULL AND next_attempt_at <= $1 \
+       SELECT id FROM outbox o WHERE topic = $4 AND published_at IS NULL AND next_attempt_at <= $1 \
+         AND NOT EXISTS (SELECT 1 FROM outbox_stalled_subjects s \
+                         WHERE s.topic = o.topic AND s.subject_id = o.subject_id AND s.head_seq < o.seq) \
        ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
      UPDATE outbox o SET next_attempt_at = $3, attempts = o.attempts + 1 FROM due WHERE o.id = due.id \
      RETURNING o.id, o.seq, o.kind, o.subject_id, o.payload, o.created_at, o.attempts";
 
-pub const MARK_PUBLISHED: &str = "UPDATE outbox SET published_at = $2, last_error = NULL WHERE id = ANY($1)";
+/// Marks events published, and lets go of the subjects they stalled.
+pub const MARK_PUBLISHED: &str = "WITH published AS ( \
+       UPDATE outbox SET published_at = $2, last_error = NULL WHERE id = ANY($1) RETURNING topic, subject_id, seq), \
+     released AS ( \
+       DELETE FROM outbox_stalled_subjects s USING published p \
+       WHERE s.topic = p.topic AND s.subject_id = p.subject_id AND s.head_seq = p.seq) \
+     SELECT count(*) FROM published";
+
+/// Stalls the subject of a refused event (`$3` its seq): the claim takes none of the
+/// subject's later events until this one is published. An earlier stall stands.
+pub const STALL: &str = "INSERT INTO outbox_stalled_subjects (topic, subject_id, head_seq) VALUES ($1, $2, $3) \
+     ON CONFLICT ON CONSTRAINT outbox_stalled_subjects_pkey \
+     DO UPDATE SET head_seq = least(outbox_stalled_subjects.head_seq, EXCLUDED.head_seq)";
+
+/// Gives back claimed events without an attempt: they were held back in their batch
+/// behind an event of their subject that was refused.
+pub const RELEASE: &str = "UPDATE outbox SET next_attempt_at = $2, attempts = attempts - 1 WHERE id = ANY($1)";
 
 pub const MARK_FAILED: &str = "UPDATE outbox SET next_attempt_at = $2, last_error = $3 WHERE id = $1";
 
@@ -89,7 +108,22 @@ pub async fn claim_due(
 
 pub async fn mark_published(c: &impl GenericClient, ids: &[Uuid], now: DateTime<Utc>) -> Result<u64, DbError> {
     let stmt = c.prepare_cached(MARK_PUBLISHED).await?;
-    Ok(c.execute(&stmt, &[&ids, &now]).await?)
+    let n: i64 = c.query_one(&stmt, &[&ids, &now]).await?.try_get(0)?;
+    Ok(n as u64)
+}
+
+/// See [`STALL`].
+pub async fn stall(c: &impl GenericClient, topic: Topic, subject_id: Uuid, seq: i64) -> Result<(), DbError> {
+    let stmt = c.prepare_cached(STALL).await?;
+    c.execute(&stmt, &[&topic.as_str(), &subject_id, &seq]).await?;
+    Ok(())
+}
+
+/// See [`RELEASE`].
+pub async fn release(c: &impl GenericClient, ids: &[Uuid], now: DateTime<Utc>) -> Result<(), DbError> {
+    let stmt = c.prepare_cached(RELEASE).await?;
+    c.execute(&stmt, &[&ids, &now]).await?;
+    Ok(())
 }
 
 pub async fn mark_failed(

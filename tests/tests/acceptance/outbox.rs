@@ -226,3 +226,81 @@ async fn reservations_and_their_events_get_time_ordered_ids() {
     // The first 48 bits are the milliseconds of creation: later events never sort before.
     assert!(ids[0].as_bytes()[..6] <= ids[1].as_bytes()[..6], "{ids:?}");
 }
+
+/// Refuses each named event the first time it is offered, and records the events it
+/// accepted, in the order it accepted them.
+struct RefusesOnce {
+    refuse: Mutex<HashSet<Uuid>>,
+    accepted: Mutex<Vec<Envelope>>,
+}
+
+impl Publisher for RefusesOnce {
+    async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), String>> {
+        batch
+            .iter()
+            .map(|e| {
+                if self.refuse.lock().unwrap().remove(&e.id) {
+                    return Err("internal error".to_string());
+                }
+                self.accepted.lock().unwrap().push(e.clone());
+                Ok(())
+            })
+            .collect()
+    }
+}
+
+impl RefusesOnce {
+    fn kinds_accepted_for(&self, subject: &Value) -> Vec<String> {
+        let id = Uuid::parse_str(subject.as_str().unwrap()).unwrap();
+        self.accepted.lock().unwrap().iter().filter(|e| e.subject_id == id).map(|e| e.kind.clone()).collect()
+    }
+}
+
+/// The events queue is FIFO by subject; one event of a subject refused by the queue
+/// (an entry of a batch failing alone, as SQS reports it) must hold back that subject's
+/// later events, in the same batch, in later batches and those written after the
+/// failure, until it is through. Other subjects go on.
+#[tokio::test]
+async fn a_refused_event_holds_back_its_subjects_later_events_and_no_one_elses() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource(5).await;
+    let (s, e) = hours(10, 11);
+    let (_, a) = app.reserve("alice", room, (&s, &e), 1).await;
+    let (_, b) = app.reserve("bob", room, (&s, &e), 1).await;
+    let confirm = |r: &Value| {
+        app.http
+            .post(app.url(&format!("/v1/reservations/{}/confirm", r["id"].as_str().unwrap())))
+            .header("x-principal", "alice")
+    };
+    send(confirm(&a)).await;
+    let a_id = Uuid::parse_str(a["id"].as_str().unwrap()).unwrap();
+    let held: Uuid = app
+        .db()
+        .await
+        .query_one("SELECT id FROM outbox WHERE subject_id = $1 AND kind = 'reservation.held'", &[&a_id])
+        .await
+        .unwrap()
+        .get(0);
+    let publisher = RefusesOnce { refuse: Mutex::new(HashSet::from([held])), accepted: Mutex::new(Vec::new()) };
+    let run = || relay(&app.state.pool, clock.as_ref(), &publisher, Topic::Events, std::time::Duration::from_secs(30));
+
+    let report = run().await.unwrap();
+    assert_eq!(report.failed, 1, "{report:?}");
+    assert_eq!(publisher.kinds_accepted_for(&a["id"]), Vec::<String>::new(), "alice's confirm waits for her hold");
+    assert_eq!(publisher.kinds_accepted_for(&b["id"]), ["reservation.held"], "bob's events go on");
+
+    // An event written after the failure waits too, even once its own turn comes.
+    send(app.delete("alice", &format!("/v1/reservations/{}", a["id"].as_str().unwrap()))).await;
+    run().await.unwrap();
+    assert_eq!(publisher.kinds_accepted_for(&a["id"]), Vec::<String>::new());
+
+    clock.advance(Duration::minutes(10));
+    run().await.unwrap();
+    assert_eq!(
+        publisher.kinds_accepted_for(&a["id"]),
+        ["reservation.held", "reservation.confirmed", "reservation.cancelled"],
+        "in the order they happened"
+    );
+    assert_eq!(shared::db::outbox::pending(&app.db().await).await.unwrap(), 0);
+}
