@@ -47,7 +47,6 @@
     mine: [],
     holdId: null,
     holdSeen: false,
-    waits: [],
     waitStatus: {},
     generation: 0,
     refreshing: null,
@@ -351,8 +350,6 @@
     const start = new Date(cell.start).toISOString(), end = new Date(cell.end).toISOString();
     const r = await api('POST', 'v1/resources/' + resource.id + '/waitlist', { start, end }, true);
     if (r.status === 201 || r.status === 200) {
-      if (!state.waits.includes(r.body.id)) state.waits.push(r.body.id);
-      saveWaits();
       state.waitStatus[r.body.id] = r.body.status;
       if (r.body.status === 'OFFERED') say('It just freed up: ' + when(start, end, zone) + ' is offered to you.', 'ok');
       else say('You are on the waitlist for ' + when(start, end, zone) + ' (position ' + r.body.position + '). Keep this page open to see the offer.', 'ok');
@@ -366,13 +363,7 @@
     const r = await api('DELETE', 'v1/waitlist/' + id);
     if (r.status === 200) say('You left the waitlist.', 'ok');
     else say(explain(r.body), 'error');
-    state.waits = state.waits.filter((x) => x !== id);
-    saveWaits();
     await refresh();
-  }
-
-  function saveWaits() {
-    localStorage.setItem('waits:' + state.who, JSON.stringify(state.waits));
   }
 
   // ---- side panels -------------------------------------------------------------
@@ -415,22 +406,23 @@
   async function refreshWaits() {
     const list = $('waits');
     list.textContent = '';
-    const keep = [];
-    for (const id of state.waits) {
-      const r = await api('GET', 'v1/waitlist/' + id);
-      if (r.status !== 200) continue;
-      const e = r.body;
+    // The caller's own entries, from the server: the same in every browser.
+    const r = await api('GET', 'v1/waitlist?limit=100');
+    if (r.status !== 200) return;
+    let shown = 0;
+    for (const e of r.body.items) {
+      const id = e.id;
       const zone = zoneOf(e.resource_id);
       const what = nameOf(e.resource_id) + ', ' + when(e.start, e.end, zone);
       const before = state.waitStatus[id];
       state.waitStatus[id] = e.status;
       const item = el('li', { 'data-id': id, 'data-status': e.status });
       if (e.status === 'WAITING') {
-        keep.push(id);
+        shown++;
         item.append(el('span', { class: 'what', text: what + ' · waiting, position ' + e.position }),
           el('button', { type: 'button', text: 'Leave', onclick: () => leaveWaitlist(id) }));
       } else if (e.status === 'OFFERED') {
-        keep.push(id);
+        shown++;
         if (before !== 'OFFERED') say('An offer arrived: ' + what + ' is held for you. Accept it before it lapses.', 'ok');
         const offer = state.mine.find((x) => x.id === e.reservation_id);
         const text = el('span', { class: 'what' }, what + ' · offered to you');
@@ -444,9 +436,7 @@
       }
       list.append(item);
     }
-    state.waits = keep;
-    saveWaits();
-    $('waitlist').hidden = !keep.length;
+    $('waitlist').hidden = !shown;
   }
 
   async function refreshBookings(resource) {
@@ -569,7 +559,6 @@
   async function signIn(who) {
     state.who = who.trim();
     sessionStorage.setItem('who', state.who);
-    state.waits = JSON.parse(localStorage.getItem('waits:' + state.who) || '[]');
     $('signed-in').textContent = state.who ? (IDENTITY === 'bearer' ? 'Token set.' : 'Signed in as ' + state.who + '.') : '';
     $('app').hidden = !state.who;
     if (!state.who) return;

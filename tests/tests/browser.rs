@@ -546,6 +546,14 @@ async fn a_person_joins_the_waitlist_of_a_full_hour_and_accepts_the_offer_when_i
     bob.wait_for("the waiting entry", "document.querySelector('#waits li[data-status=WAITING]')").await;
     assert!(bob.message().await.contains("on the waitlist"), "{}", bob.message().await);
     assert!(bob.text("#waits").await.contains("position 1"), "{}", bob.text("#waits").await);
+    // Another browser of bob's, with storage of its own, shows the same entry: the page
+    // reads a person's entries from the server (`GET /v1/waitlist`).
+    let elsewhere = driver.browser().await;
+    elsewhere.open(&app, "/", "bob", room).await;
+    elsewhere
+        .wait_for("the entry in bob's other browser", "document.querySelector('#waits li[data-status=WAITING]')")
+        .await;
+    assert!(elsewhere.text("#waits").await.contains("position 1"), "{}", elsewhere.text("#waits").await);
 
     // Alice cancels from her list; the freed hour is offered to bob in that transaction.
     alice.click("#mine li[data-status=CONFIRMED] button").await;

@@ -1,7 +1,8 @@
 //! The `availability` function: the read routes. `GET /v1/resources/{id}/availability`
 //! (what is taken and what is free in a window), `GET /v1/reservations` (the caller's
 //! list; everyone's for admins), `GET /v1/reservations/{id}`,
-//! `GET /v1/resources/{id}/waitlist` (a resource's queue, admins only),
+//! `GET /v1/resources/{id}/waitlist` (a resource's queue, admins only), `GET /v1/waitlist`
+//! (the caller's own entries),
 //! `GET /v1/resources/{id}/slots` and `GET /v1/slots` (bookable starts of one or several
 //! resources, after their calendar rules), `GET /v1/waitlist/{id}`, `GET /v1/health`, `GET /v1/problems/{slug}` (the page
 //! a problem's `type` leads to) and `GET /app`, the booking page ([`page`]). Reads take no locks. For an upstream
@@ -16,8 +17,8 @@ use serde::Serialize;
 use shared::AppState;
 use shared::booking;
 use shared::http::{
-    ApiError, Function, Op, Reply, Rfc3339, principal, query_param, reservations_query, respond, route_for,
-    waitlist_query,
+    ApiError, Function, Op, Reply, Rfc3339, own_waitlist_query, principal, query_param, reservations_query, respond,
+    route_for, waitlist_query,
 };
 use shared::upstream::{UpstreamError, cache};
 
@@ -62,6 +63,12 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let client = state.pool.get().await?;
             let key = state.cursor_key(&client).await?;
             Reply::json(StatusCode::OK, &booking::list_waitlist(&client, key, id, page, now).await?)
+        }
+        Op::ListOwnWaitlist => {
+            let (filter, page) = own_waitlist_query(req, &who)?;
+            let client = state.pool.get().await?;
+            let key = state.cursor_key(&client).await?;
+            Reply::json(StatusCode::OK, &booking::list_own_waitlist(&client, key, &who, filter, page, now).await?)
         }
         Op::GetReservation => {
             let id = matched.id(ApiError::ReservationNotFound)?;

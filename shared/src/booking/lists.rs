@@ -148,6 +148,36 @@ pub async fn list_waitlist(
     Ok(cut(rows, page.limit, |e| Position::Seq(e.seq), key, &scope))
 }
 
+/// `GET /v1/waitlist`: the caller's own entries (an admin may name another owner),
+/// newest first, every status, optionally of one resource.
+pub async fn list_own_waitlist(
+    c: &impl GenericClient,
+    key: &CursorKey,
+    who: &Principal,
+    filter: OwnWaitlistFilter,
+    page: PageRequest,
+    now: DateTime<Utc>,
+) -> Result<Page<WaitlistEntry>, BookingError> {
+    let owner = match filter.owner {
+        Some(owner) if who.admin => owner,
+        _ => who.id.clone(),
+    };
+    let scope = Scope::new("own-waitlist")
+        .field("owner", &owner)
+        .field("resource_id", &filter.resource_id.map(|id| id.to_string()).unwrap_or_default());
+    let after = newest_position(key, &scope, page.cursor.as_deref())?;
+    let rows = waitlist::list_by_owner(c, &owner, filter.resource_id, after, now, page.limit + 1).await?;
+    Ok(cut(rows, page.limit, |e| Position::Newest { created_at: e.created_at, id: e.id }, key, &scope))
+}
+
+/// What the list of one's own waitlist entries keeps.
+#[derive(Debug, Clone, Default)]
+pub struct OwnWaitlistFilter {
+    /// Whose entries; for admins only.
+    pub owner: Option<String>,
+    pub resource_id: Option<Uuid>,
+}
+
 /// The `(created_at, id)` a cursor of a newest-first list names.
 fn newest_position(
     key: &CursorKey,

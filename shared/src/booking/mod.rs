@@ -36,8 +36,8 @@ pub use confirm::{Confirmed, confirm};
 pub use cursor::CursorKey;
 pub use handover::{hand_over, on_freed};
 pub use lists::{
-    DEFAULT_LIMIT, MAX_LIMIT, Page, PageRequest, ReservationFilter, list_reservations, list_resources, list_waitlist,
-    list_webhooks,
+    DEFAULT_LIMIT, MAX_LIMIT, OwnWaitlistFilter, Page, PageRequest, ReservationFilter, list_own_waitlist,
+    list_reservations, list_resources, list_waitlist, list_webhooks,
 };
 pub(crate) use release::request_cancel;
 pub use release::{Released, release};

@@ -111,6 +111,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("waitlist::ACCEPT_WAIT", waitlist::ACCEPT_WAIT),
     ("waitlist::REQUEST_LEAVE", waitlist::REQUEST_LEAVE),
     ("waitlist::LIST", waitlist::LIST),
+    ("waitlist::LIST_BY_OWNER", waitlist::LIST_BY_OWNER),
     ("webhooks::INSERT", webhooks::INSERT),
     ("webhooks::GET", webhooks::GET),
     ("webhooks::LIST", webhooks::LIST),

@@ -134,6 +134,33 @@ pub const LIST: &str = concat!(
     ORDER BY w.seq"#
 );
 
+/// A page of one owner's (`$1`) entries, newest first, every status, optionally of
+/// one resource (`$2`): those before `($4, $5)` in `(created_at, id)` order (none: from
+/// the newest), at most `$6`, by `waitlist_entries_owner_created_idx`. Position and
+/// lapsed offer as [`GET`] computes them, `$3` being now.
+pub const LIST_BY_OWNER: &str = concat!(
+    "SELECT ",
+    columns!(),
+    r#",
+        CASE WHEN w.status = 'WAITING' THEN (
+            SELECT count(*) FROM waitlist_entries x
+            WHERE x.resource_id = w.resource_id AND x.status = 'WAITING' AND x.seq <= w.seq)
+        END AS position,
+        (w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= $3) IS TRUE AS offer_lapsed,
+        i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts, i.updated_at AS intent_updated_at
+    FROM (
+        SELECT w.* FROM waitlist_entries w
+        WHERE w.owner = $1::text AND ($2::uuid IS NULL OR w.resource_id = $2)
+          AND (w.created_at, w.id) < (coalesce($4::timestamptz, 'infinity'),
+                                      coalesce($5::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+        ORDER BY w.created_at DESC, w.id DESC
+        LIMIT $6
+    ) w
+    LEFT JOIN reservations r ON r.id = w.reservation_id
+    LEFT JOIN intents i ON i.waitlist_entry_id = w.id
+    ORDER BY w.created_at DESC, w.id DESC"#
+);
+
 pub const MARK_OFFERED: &str = concat!(
     r#"
     WITH upd AS (
@@ -317,6 +344,20 @@ pub async fn list(
 ) -> Result<Vec<WaitlistEntry>, DbError> {
     let stmt = c.prepare_cached(LIST).await?;
     c.query(&stmt, &[&resource_id, &after, &now, &limit]).await?.iter().map(from_row).collect()
+}
+
+/// See [`LIST_BY_OWNER`].
+pub async fn list_by_owner(
+    c: &impl GenericClient,
+    owner: &str,
+    resource_id: Option<Uuid>,
+    after: Option<(DateTime<Utc>, Uuid)>,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<WaitlistEntry>, DbError> {
+    let stmt = c.prepare_cached(LIST_BY_OWNER).await?;
+    let (at, id) = (after.map(|a| a.0), after.map(|a| a.1));
+    c.query(&stmt, &[&owner, &resource_id, &now, &at, &id, &limit]).await?.iter().map(from_row).collect()
 }
 
 pub async fn mark_offered(

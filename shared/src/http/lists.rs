@@ -4,7 +4,7 @@
 
 use super::request::{query_names, query_params};
 use super::{ApiError, Rfc3339};
-use crate::booking::{DEFAULT_LIMIT, MAX_LIMIT, PageRequest, ReservationFilter};
+use crate::booking::{DEFAULT_LIMIT, MAX_LIMIT, OwnWaitlistFilter, PageRequest, ReservationFilter};
 use crate::domain::{FieldError, Principal, Status};
 use lambda_http::Request;
 
@@ -21,10 +21,7 @@ pub fn reservations_query(req: &Request, who: &Principal) -> Result<(Reservation
     });
     let from = q.one("from", |v| Rfc3339::parse(v).map(|t| t.0));
     let to = q.one("to", |v| Rfc3339::parse(v).map(|t| t.0));
-    let owner = q.one("owner", |v| {
-        let ok = (1..=255).contains(&v.chars().count()) && !v.chars().any(char::is_control);
-        if ok { Ok(v.to_string()) } else { Err("must be 1 to 255 characters, none of them control characters".into()) }
-    });
+    let owner = q.one("owner", owner_name);
     let page = q.page();
     q.finish()?;
     if !who.admin && owner.as_ref().is_some_and(|o| *o != who.id) {
@@ -52,6 +49,25 @@ pub fn waitlist_query(req: &Request) -> Result<PageRequest, ApiError> {
     let page = q.page();
     q.finish()?;
     Ok(page)
+}
+
+/// `GET /v1/waitlist`: `resource_id`, `owner` (admins; others may name only
+/// themselves, else 403), `limit`, `cursor`.
+pub fn own_waitlist_query(req: &Request, who: &Principal) -> Result<(OwnWaitlistFilter, PageRequest), ApiError> {
+    let mut q = Reader::new(req, &["resource_id", "owner", "limit", "cursor"]);
+    let resource_id = q.one("resource_id", |v| uuid::Uuid::parse_str(v).map_err(|_| "must be a UUID".to_string()));
+    let owner = q.one("owner", owner_name);
+    let page = q.page();
+    q.finish()?;
+    if !who.admin && owner.as_ref().is_some_and(|o| *o != who.id) {
+        return Err(ApiError::Forbidden);
+    }
+    Ok((OwnWaitlistFilter { owner, resource_id }, page))
+}
+
+fn owner_name(v: &str) -> Result<String, String> {
+    let ok = (1..=255).contains(&v.chars().count()) && !v.chars().any(char::is_control);
+    if ok { Ok(v.to_string()) } else { Err("must be 1 to 255 characters, none of them control characters".into()) }
 }
 
 /// Reads parameters, collecting every fault before answering.

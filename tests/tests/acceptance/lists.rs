@@ -1,5 +1,5 @@
-//! The lists: `GET /v1/reservations`, `GET /v1/resources` and
-//! `GET /v1/resources/{id}/waitlist`. Keyset pages that give every item once, in order,
+//! The lists: `GET /v1/reservations`, `GET /v1/resources`,
+//! `GET /v1/resources/{id}/waitlist` and `GET /v1/waitlist`. Keyset pages that give every item once, in order,
 //! whatever is written between them; filters; who sees what; cursors that cannot be
 //! forged or carried to another list; and, on a million reservations, a plan without a
 //! sequential scan for every list a client asks for.
@@ -356,6 +356,54 @@ async fn the_waitlist_list_is_for_admins_and_in_queue_order_with_positions() {
     assert_eq!((rest[0]["owner"].as_str(), rest[0]["position"].as_i64(), end), (Some("frank"), Some(3), None));
 }
 
+#[tokio::test]
+async fn each_principal_lists_their_own_waitlist_entries_newest_first_on_every_resource() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let (room, hall) = (app.resource(1).await, app.resource(1).await);
+    let mut joined = Vec::new();
+    for (resource, from) in [(room, 10), (hall, 10), (room, 12), (hall, 14)] {
+        app.hold("zed", resource, from, from + 1).await;
+        let (s, e) = hours(from, from + 1);
+        let path = format!("/v1/resources/{resource}/waitlist");
+        let (status, entry) = send(app.post("bob", &path, &json!({"start": s, "end": e}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{entry}");
+        joined.push(id(&entry));
+        clock.advance(Duration::seconds(1));
+    }
+    let (s, e) = hours(10, 11);
+    send(app.post("carol", &format!("/v1/resources/{room}/waitlist"), &json!({"start": s, "end": e}))).await;
+    send(app.delete("bob", &format!("/v1/waitlist/{}", joined[2]))).await;
+
+    let newest_first: Vec<String> = joined.iter().rev().cloned().collect();
+    let (sizes, ids) = walk(&app, "bob", "/v1/waitlist?limit=3").await;
+    assert_eq!((sizes, &ids), (vec![3, 1], &newest_first), "every status, newest first");
+    let (items, _) = page(&app, "bob", "/v1/waitlist").await;
+    for item in &items {
+        let (_, one) = send(app.get("bob", &format!("/v1/waitlist/{}", id(item)))).await;
+        assert_eq!(*item, one, "an item is the entry document itself");
+    }
+    let statuses: Vec<&str> = items.iter().map(|i| i["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["WAITING", "CANCELLED", "WAITING", "WAITING"]);
+    let (_, ids) = walk(&app, "bob", &format!("/v1/waitlist?resource_id={hall}")).await;
+    assert_eq!(ids, [joined[3].clone(), joined[1].clone()], "one resource's");
+
+    let (carols, _) = page(&app, "carol", "/v1/waitlist").await;
+    assert_eq!(carols.len(), 1, "carol sees hers only");
+    assert_eq!(carols[0]["position"], json!(2), "behind bob on the room at ten");
+    let (status, body) = send(app.get("carol", "/v1/waitlist?owner=bob")).await;
+    assert_eq!((status, slug(&body)), (StatusCode::FORBIDDEN, "forbidden"));
+    let (_, ids) = walk(&app, "admin", "/v1/waitlist?owner=bob").await;
+    assert_eq!(ids, newest_first, "an admin names the owner");
+    let (mine, _) = page(&app, "admin", "/v1/waitlist").await;
+    assert!(mine.is_empty(), "an admin's own list is their own");
+
+    // A cursor of bob's list is not one of carol's.
+    let (_, cursor) = page(&app, "bob", "/v1/waitlist?limit=1").await;
+    let (status, body) = send(app.get("carol", &format!("/v1/waitlist?cursor={}", cursor.unwrap()))).await;
+    assert_eq!((status, slug(&body)), (StatusCode::BAD_REQUEST, "invalid-cursor"));
+}
+
 // --- every list is served by an index --------------------------------------------
 
 /// The PostgreSQL types of a reservations page's parameters, in order.
@@ -471,6 +519,15 @@ async fn on_a_million_reservations_no_list_a_client_asks_for_scans_a_table() {
     for (name, after) in [("a waitlist", "NULL"), ("a waitlist, a later page", "60000")] {
         let args = format!("'{}'::uuid, {after}, '{}'::timestamptz, 51", bulk::resource(7), now.to_rfc3339());
         checked.push((name.into(), waitlist_sql, "uuid, bigint, timestamptz, bigint", args));
+    }
+
+    let own_waitlist_sql = shared::db::waitlist::LIST_BY_OWNER;
+    for (name, resource) in [
+        ("own waitlist entries", "NULL".to_string()),
+        ("own waitlist entries of a resource", format!("'{}'", bulk::resource(7))),
+    ] {
+        let args = format!("'{user}'::text, {resource}::uuid, '{}'::timestamptz, NULL, NULL, 51", now.to_rfc3339());
+        checked.push((name.into(), own_waitlist_sql, "text, uuid, timestamptz, timestamptz, uuid, bigint", args));
     }
 
     for (name, sql, types, args) in &checked {
