@@ -6,6 +6,7 @@
 //!   timestamp is signed with the body, so a receiver that refuses old timestamps
 //!   refuses a replayed request. `Webhook-Id` is the event's id (the same on every
 //!   attempt: a receiver drops duplicates by it) and `Webhook-Timestamp` is `t` again.
+//!   After a rotation the old secret signs too, as a second `v1`, until it expires.
 //! - **At least once, each endpoint once where possible:** an endpoint that answers
 //!   2xx is recorded in `webhook_deliveries`; a message delivered again (because
 //!   another endpoint failed, or as an SQS duplicate) goes only to the endpoints
@@ -46,9 +47,19 @@ fn mac(secret: &str, timestamp: i64, body: &[u8]) -> Hmac<Sha256> {
 
 /// The `Webhook-Signature` value of `body` sent at `timestamp` (Unix seconds).
 pub fn sign(secret: &str, timestamp: i64, body: &[u8]) -> String {
-    let tag = mac(secret, timestamp, body).finalize().into_bytes();
-    let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-    format!("t={timestamp},v1={hex}")
+    sign_with_all(&[secret], timestamp, body)
+}
+
+/// The `Webhook-Signature` value with one `v1` per secret, in order: while a rotated
+/// secret still signs, a receiver that knows either one verifies the request.
+pub fn sign_with_all(secrets: &[&str], timestamp: i64, body: &[u8]) -> String {
+    let mut header = format!("t={timestamp}");
+    for secret in secrets {
+        let tag = mac(secret, timestamp, body).finalize().into_bytes();
+        header.push_str(",v1=");
+        header.extend(tag.iter().map(|b| format!("{b:02x}")));
+    }
+    header
 }
 
 /// What a receiver does: `true` when one `v1` of `header` is the signature of `body` at
@@ -154,7 +165,7 @@ impl Sender {
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(ID_HEADER, head.id.to_string())
             .header(TIMESTAMP_HEADER, now.to_string())
-            .header(SIGNATURE_HEADER, sign(&target.secret, now, body.as_bytes()))
+            .header(SIGNATURE_HEADER, sign_with_all(&target.secrets(), now, body.as_bytes()))
             .body(body.to_string())
             .send()
             .await;
@@ -177,7 +188,7 @@ pub async fn deliver(pool: &Pool, clock: &dyn Clock, sender: &Sender, body: &str
     // The connection goes back to the pool before any endpoint is called.
     let targets = {
         let client = pool.get().await?;
-        webhooks::due_for_event(&client, head.id, &head.kind, head.resource_id(), head.occurred_at).await?
+        webhooks::due_for_event(&client, head.id, &head.kind, head.resource_id(), head.occurred_at, clock.now()).await?
     };
     if targets.is_empty() {
         return Ok(Delivery::Done { sent: 0 });
@@ -216,6 +227,18 @@ mod tests {
         assert!(!verify("whsec_a", &header, b"{\"id\":2}", at, 300), "another body");
         assert!(!verify("whsec_a", &header, b"{\"id\":1}", at + chrono::Duration::seconds(301), 300), "too old");
         assert!(!verify("whsec_a", "v1=00", b"{\"id\":1}", at, 300), "no timestamp");
+    }
+
+    #[test]
+    fn a_header_signed_with_two_secrets_verifies_with_either() {
+        let at = DateTime::parse_from_rfc3339("2027-03-15T10:00:00Z").unwrap().with_timezone(&Utc);
+        let header = sign_with_all(&["whsec_new", "whsec_old"], at.timestamp(), b"{}");
+        assert_eq!(header.matches(",v1=").count(), 2, "{header}");
+        assert!(header.starts_with(&sign("whsec_new", at.timestamp(), b"{}")), "the current secret first");
+        for secret in ["whsec_new", "whsec_old"] {
+            assert!(verify(secret, &header, b"{}", at, 300), "{secret}");
+        }
+        assert!(!verify("whsec_other", &header, b"{}", at, 300));
     }
 
     #[test]

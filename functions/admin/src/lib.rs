@@ -6,7 +6,9 @@
 //!
 //! Webhook endpoints are for admins only: `POST /v1/webhooks` (inside the idempotency
 //! guard; its answer is the one place the signing secret is shown), `GET /v1/webhooks`,
-//! `GET /v1/webhooks/{id}` (never the secret) and `DELETE /v1/webhooks/{id}`.
+//! `GET /v1/webhooks/{id}` (never the secret), `POST /v1/webhooks/{id}/rotate-secret`
+//! (a new secret, shown once; the old one signs beside it for a while) and
+//! `DELETE /v1/webhooks/{id}`.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
@@ -82,7 +84,9 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             tx.commit().await?;
             Ok(Reply::json(StatusCode::OK, &r).into_response())
         }
-        Op::CreateWebhook | Op::ListWebhooks | Op::GetWebhook | Op::DeleteWebhook if !who.admin => {
+        Op::CreateWebhook | Op::ListWebhooks | Op::GetWebhook | Op::DeleteWebhook | Op::RotateWebhookSecret
+            if !who.admin =>
+        {
             Err(ApiError::Forbidden)
         }
         Op::CreateWebhook => {
@@ -112,6 +116,22 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let client = state.pool.get().await?;
             booking::delete_webhook(&client, id, state.clock.now()).await?;
             Ok(Reply::empty(StatusCode::NO_CONTENT).into_response())
+        }
+        Op::RotateWebhookSecret => {
+            let id = matched.id(ApiError::WebhookNotFound)?;
+            let body = json_body(req, true)?;
+            let keep = body.read(|f| {
+                Some(
+                    f.optional("keep_previous_seconds", fields::integer(0, booking::KEEP_PREVIOUS_MAX_SECONDS as i32))
+                        .map_or(booking::KEEP_PREVIOUS_DEFAULT_SECONDS, i64::from),
+                )
+            })?;
+            let fingerprint = fingerprint(req, &body.canonical);
+            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+                let rotated = booking::rotate_webhook_secret(tx, id, keep, state.clock.now()).await?;
+                Ok(Reply::json(StatusCode::OK, &rotated))
+            })
+            .await
         }
         _ => Err(ApiError::RouteNotFound),
     }

@@ -47,7 +47,10 @@ pub use resources::{
     NewResource, ResourceChange, ResourceDefaults, archive_resource, create_resource, get_resource, update_resource,
 };
 pub use waitlist::{JoinRequest, Joined, get_entry, join_waitlist, leave_waitlist};
-pub use webhooks::{WebhookRequest, create_webhook, delete_webhook, get_webhook};
+pub use webhooks::{
+    KEEP_PREVIOUS_DEFAULT_SECONDS, KEEP_PREVIOUS_MAX_SECONDS, WebhookRequest, create_webhook, delete_webhook,
+    get_webhook, rotate_webhook_secret,
+};
 
 use crate::db::{self, DbError};
 use crate::domain::{FieldError, Rule, Status};

@@ -1,9 +1,10 @@
 //! Webhook endpoints, registered by admins: create (the secret is made here and
-//! answered once), read, delete. What is sent to them is `crate::notify`'s.
+//! answered once), read, rotate the secret (the old one signs beside the new one for a
+//! while), delete. What is sent to them is `crate::notify`'s.
 
 use super::{BookingError, invalid};
 use crate::db::{GenericClient, resources, webhooks};
-use crate::domain::webhooks::{NewWebhook, Webhook, check_event_types, check_url};
+use crate::domain::webhooks::{NewWebhook, RotatedSecret, Webhook, check_event_types, check_url};
 use crate::domain::{FieldError, Principal};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -56,6 +57,29 @@ pub async fn create_webhook(
     )
     .await?;
     Ok(NewWebhook { webhook, secret })
+}
+
+/// How long a rotated-out secret may keep signing: at most a week, a day unless asked.
+pub const KEEP_PREVIOUS_MAX_SECONDS: i64 = 7 * 24 * 3600;
+pub const KEEP_PREVIOUS_DEFAULT_SECONDS: i64 = 24 * 3600;
+
+/// Gives a live endpoint a new secret. The previous one keeps signing beside it for
+/// `keep_previous_seconds` (0: it stops at once), so that a receiver can move to the
+/// new secret without refusing a delivery in between.
+pub async fn rotate_webhook_secret(
+    c: &impl GenericClient,
+    id: Uuid,
+    keep_previous_seconds: i64,
+    now: DateTime<Utc>,
+) -> Result<RotatedSecret, BookingError> {
+    if !(0..=KEEP_PREVIOUS_MAX_SECONDS).contains(&keep_previous_seconds) {
+        return Err(invalid("keep_previous_seconds", format!("must be 0 to {KEEP_PREVIOUS_MAX_SECONDS}")));
+    }
+    let secret = new_secret();
+    let until = now + chrono::Duration::seconds(keep_previous_seconds);
+    let (webhook, previous_secret_expires_at) =
+        webhooks::rotate_secret(c, id, &secret, until, now).await?.ok_or(BookingError::WebhookNotFound)?;
+    Ok(RotatedSecret { webhook, secret, previous_secret_expires_at })
 }
 
 pub async fn get_webhook(c: &impl GenericClient, id: Uuid) -> Result<Webhook, BookingError> {

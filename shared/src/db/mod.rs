@@ -116,6 +116,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("webhooks::GET", webhooks::GET),
     ("webhooks::LIST", webhooks::LIST),
     ("webhooks::DELETE", webhooks::DELETE),
+    ("webhooks::ROTATE_SECRET", webhooks::ROTATE_SECRET),
     ("webhooks::DUE_FOR_EVENT", webhooks::DUE_FOR_EVENT),
     ("webhooks::RECORD_DELIVERY", webhooks::RECORD_DELIVERY),
     ("webhooks::PURGE_DELIVERIES", webhooks::PURGE_DELIVERIES),

@@ -34,13 +34,28 @@ pub const LIST: &str = concat!(
     LIMIT $3"#
 );
 
+/// A new secret for a live endpoint (`$2`); the current one signs beside it until `$3`,
+/// or stops at once when `$3` is not after `$4` (now). The answer's `previous_secret_expires_at`
+/// is when the old secret stops.
+pub const ROTATE_SECRET: &str = concat!(
+    "UPDATE webhook_endpoints SET \
+       previous_secret = CASE WHEN $3::timestamptz > $4::timestamptz THEN secret END, \
+       previous_secret_expires_at = CASE WHEN $3::timestamptz > $4::timestamptz THEN $3::timestamptz END, \
+       secret = $2 \
+     WHERE id = $1 AND deleted_at IS NULL RETURNING ",
+    columns!(),
+    ", previous_secret_expires_at"
+);
+
 /// Deleting keeps the row (its deliveries refer to it) and stops every delivery to it.
 pub const DELETE: &str = "UPDATE webhook_endpoints SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL";
 
 /// The endpoints an event still has to reach: live, wanting its type, for its resource
-/// or for all, registered by the time the event happened, and without a delivery of it.
+/// or for all, registered by the time the event happened, and without a delivery of it;
+/// with the secret a rotation left signing until after `$5` (now), if any.
 pub const DUE_FOR_EVENT: &str = r#"
-    SELECT e.id, e.url, e.secret
+    SELECT e.id, e.url, e.secret,
+           CASE WHEN e.previous_secret_expires_at > $5 THEN e.previous_secret END AS previous_secret
     FROM webhook_endpoints e
     WHERE e.deleted_at IS NULL
       AND $2 = ANY (e.event_types)
@@ -59,12 +74,21 @@ pub const RECORD_DELIVERY: &str = "INSERT INTO webhook_deliveries (event_id, end
 pub const PURGE_DELIVERIES: &str = "DELETE FROM webhook_deliveries WHERE (event_id, endpoint_id) IN ( \
      SELECT event_id, endpoint_id FROM webhook_deliveries WHERE delivered_at < $1 ORDER BY delivered_at LIMIT $2)";
 
-/// Where to send, and the key to sign with.
+/// Where to send, and the keys to sign with.
 #[derive(Debug, Clone)]
 pub struct Target {
     pub id: Uuid,
     pub url: String,
     pub secret: String,
+    /// The secret before a rotation, while it still signs.
+    pub previous_secret: Option<String>,
+}
+
+impl Target {
+    /// The secrets to sign with: the current one, then the previous one while it lasts.
+    pub fn secrets(&self) -> Vec<&str> {
+        std::iter::once(self.secret.as_str()).chain(self.previous_secret.as_deref()).collect()
+    }
 }
 
 pub struct NewEndpoint<'a> {
@@ -127,13 +151,35 @@ pub async fn due_for_event(
     event_type: &str,
     resource_id: Option<Uuid>,
     occurred_at: DateTime<Utc>,
+    now: DateTime<Utc>,
 ) -> Result<Vec<Target>, DbError> {
     let stmt = c.prepare_cached(DUE_FOR_EVENT).await?;
-    c.query(&stmt, &[&event_id, &event_type, &resource_id, &occurred_at])
+    c.query(&stmt, &[&event_id, &event_type, &resource_id, &occurred_at, &now])
         .await?
         .iter()
-        .map(|r| Ok(Target { id: r.try_get("id")?, url: r.try_get("url")?, secret: r.try_get("secret")? }))
+        .map(|r| {
+            Ok(Target {
+                id: r.try_get("id")?,
+                url: r.try_get("url")?,
+                secret: r.try_get("secret")?,
+                previous_secret: r.try_get("previous_secret")?,
+            })
+        })
         .collect()
+}
+
+/// See [`ROTATE_SECRET`]: the endpoint and when its previous secret stops signing;
+/// `None` when no live endpoint has this id.
+pub async fn rotate_secret(
+    c: &impl GenericClient,
+    id: Uuid,
+    secret: &str,
+    previous_until: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Option<(Webhook, Option<DateTime<Utc>>)>, DbError> {
+    let stmt = c.prepare_cached(ROTATE_SECRET).await?;
+    let Some(row) = c.query_opt(&stmt, &[&id, &secret, &previous_until, &now]).await? else { return Ok(None) };
+    Ok(Some((from_row(&row)?, row.try_get("previous_secret_expires_at")?)))
 }
 
 pub async fn record_delivery(

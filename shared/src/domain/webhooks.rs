@@ -42,6 +42,16 @@ pub struct NewWebhook {
     pub secret: String,
 }
 
+/// The answer to a rotation: the new secret, shown this once, and until when the
+/// previous one still signs beside it (`None`: it stopped at once).
+#[derive(Debug, Clone, Serialize)]
+pub struct RotatedSecret {
+    #[serde(flatten)]
+    pub webhook: Webhook,
+    pub secret: String,
+    pub previous_secret_expires_at: Option<DateTime<Utc>>,
+}
+
 /// A URL the notifier may POST to: `https://`, or `http://` to a loopback host (a
 /// receiver on the developer's own machine, the tests' receivers). In AWS a loopback
 /// address reaches nothing, so plain HTTP never leaves the function there. No user

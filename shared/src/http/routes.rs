@@ -52,6 +52,7 @@ pub enum Op {
     ListWebhooks,
     GetWebhook,
     DeleteWebhook,
+    RotateWebhookSecret,
 }
 
 impl Op {
@@ -135,6 +136,12 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec { method: "GET", path: "/v1/webhooks", op: Op::ListWebhooks, function: Function::Admin },
     RouteSpec { method: "GET", path: "/v1/webhooks/{id}", op: Op::GetWebhook, function: Function::Admin },
     RouteSpec { method: "DELETE", path: "/v1/webhooks/{id}", op: Op::DeleteWebhook, function: Function::Admin },
+    RouteSpec {
+        method: "POST",
+        path: "/v1/webhooks/{id}/rotate-secret",
+        op: Op::RotateWebhookSecret,
+        function: Function::Admin,
+    },
 ];
 
 /// A matched route with its raw path id (parsed by the handler, so that a non-UUID

@@ -201,7 +201,7 @@ fn in_jwt_mode_the_principal_is_the_sub_claim_and_admin_follows_the_scope() {
 
 /// The operations only admins may call; their fixtures carry the admin scope, and no
 /// other fixture does.
-const ADMIN_OPS: [Op; 8] = [
+const ADMIN_OPS: [Op; 9] = [
     Op::CreateResource,
     Op::UpdateResource,
     Op::ArchiveResource,
@@ -210,6 +210,7 @@ const ADMIN_OPS: [Op; 8] = [
     Op::ListWebhooks,
     Op::GetWebhook,
     Op::DeleteWebhook,
+    Op::RotateWebhookSecret,
 ];
 
 #[test]

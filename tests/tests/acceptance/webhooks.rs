@@ -2,14 +2,16 @@
 //! delivering events to real HTTP receivers on this machine, driven with the SQS
 //! messages the events queue would hand it.
 
-use acceptance::{TestApp, send};
+use acceptance::{TestApp, send, slug};
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use chrono::Utc;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use notifier::Notifier;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use shared::clock::ManualClock;
 use shared::notify::{Sender, verify};
 use shared::outbox::Envelope;
 use std::sync::{Arc, Mutex};
@@ -542,4 +544,65 @@ async fn a_refused_message_is_hidden_on_the_events_queue_for_its_backoff_instead
         "hidden for {} s after its first try, not handed back at once",
         app.state.config.webhook_retry_base.num_seconds()
     );
+}
+
+/// A rotation answers a new secret once; the old one signs beside it (a second `v1`)
+/// until it expires, so a receiver that still knows only the old one accepts the
+/// deliveries in between, and after that only the new one verifies.
+#[tokio::test]
+async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(5).await;
+    let endpoint = register(&app, &receiver.url, &["reservation.held"], None).await;
+    let old = endpoint["secret"].as_str().unwrap().to_string();
+    let path = format!("/v1/webhooks/{}/rotate-secret", endpoint["id"].as_str().unwrap());
+    assert_eq!(send(app.post("alice", &path, &json!({}))).await.0, StatusCode::FORBIDDEN);
+    let (status, problem) = send(app.post("admin", &path, &json!({"keep_previous_seconds": 604801}))).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::BAD_REQUEST, "validation-error"));
+    let unknown = format!("/v1/webhooks/{}/rotate-secret", Uuid::now_v7());
+    let (status, problem) = send(app.post("admin", &unknown, &json!({}))).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::NOT_FOUND, "webhook-not-found"));
+
+    let rotated_at = app.state.clock.now();
+    let (status, rotated) = send(app.post("admin", &path, &json!({"keep_previous_seconds": 3600}))).await;
+    assert_eq!(status, StatusCode::OK, "{rotated}");
+    let new = rotated["secret"].as_str().unwrap().to_string();
+    assert!(new.starts_with("whsec_") && new != old, "{rotated}");
+    let until: chrono::DateTime<Utc> = rotated["previous_secret_expires_at"].as_str().unwrap().parse().unwrap();
+    let off = until - (rotated_at + chrono::Duration::seconds(3600));
+    assert!(off.num_microseconds().unwrap().abs() <= 1, "an hour from the rotation, as stored: {until}");
+    let (_, one) = send(app.get("admin", &format!("/v1/webhooks/{}", endpoint["id"].as_str().unwrap()))).await;
+    assert!(!one.to_string().contains(&new), "the new secret is shown once: {one}");
+
+    let deliver_one = async |who: &str, from: i64| {
+        app.hold(who, resource, from, from + 1).await;
+        let events = take_events(&app).await;
+        assert!(
+            handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), events.iter().map(message).collect()).await.is_empty()
+        );
+        let seen = receiver.seen();
+        seen.last().cloned().unwrap()
+    };
+    let during = deliver_one("alice", 10).await;
+    let now = app.state.clock.now();
+    for (secret, name) in [(&new, "new"), (&old, "old")] {
+        assert!(verify(secret, &during.signature, during.body.as_bytes(), now, 300), "{name}: {}", during.signature);
+    }
+
+    clock.advance(chrono::Duration::seconds(3601));
+    let after = deliver_one("bob", 12).await;
+    let now = app.state.clock.now();
+    assert!(verify(&new, &after.signature, after.body.as_bytes(), now, 300), "{}", after.signature);
+    assert!(!verify(&old, &after.signature, after.body.as_bytes(), now, 300), "the old secret has expired");
+
+    // Rotating with no overlap stops the current secret at once.
+    let (status, again) = send(app.post("admin", &path, &json!({"keep_previous_seconds": 0}))).await;
+    assert_eq!((status, &again["previous_secret_expires_at"]), (StatusCode::OK, &Value::Null));
+    let last = deliver_one("carol", 14).await;
+    let newest = again["secret"].as_str().unwrap();
+    let now = app.state.clock.now();
+    assert!(verify(newest, &last.signature, last.body.as_bytes(), now, 300));
+    assert!(!verify(&new, &last.signature, last.body.as_bytes(), now, 300));
 }
