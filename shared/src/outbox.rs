@@ -189,6 +189,10 @@ pub async fn relay<P: Publisher>(
                     later.push(event);
                 }
             }
+            if wave.is_empty() {
+                // Everything left belongs to subjects stalled in this batch.
+                break;
+            }
             let envelopes: Vec<Envelope> = wave.iter().map(|e| Envelope::from(*e)).collect();
             let outcomes = publisher.publish(&envelopes).await;
             for (i, event) in wave.iter().enumerate() {

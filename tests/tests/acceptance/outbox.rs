@@ -236,6 +236,8 @@ struct RefusesOnce {
 
 impl Publisher for RefusesOnce {
     async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), String>> {
+        // SQS refuses an empty batch (`EmptyBatchRequest`): the relay must not send one.
+        assert!(!batch.is_empty(), "the relay sent an empty batch");
         batch
             .iter()
             .map(|e| {
