@@ -10,10 +10,11 @@
 -- returned it, stored as a snapshot (`response_reservation`), from which a replay renders
 -- the same bytes with the same code as the first answer.
 --
--- The order keeps what V6 gets from PostgreSQL: the key's row is inserted first, so a
--- concurrent duplicate waits on the primary key (at most `p_wait`, then
--- lock_not_available, and the guard polls without a connection) and replays the
--- original's answer once it commits; an original that dies takes its claim with it.
+-- The order keeps what V6 gets from PostgreSQL: the key is claimed first, by V6's own
+-- `idempotency_claim`, so a concurrent duplicate waits on the primary key (at most
+-- `p_wait`, then lock_not_available, and the guard polls without a connection) and
+-- replays the original's answer once it commits; an original that dies takes its
+-- claim with it.
 -- An outcome the hold leaves to the general path (upstream resources, calendar rules,
 -- lapsed holds, and the refusals that are errors: not found, archived, too many)
 -- deletes the claim again and writes nothing else; the guard then runs the request in
@@ -38,23 +39,17 @@ CREATE FUNCTION reservation_hold_keyed(
     acted_by text
 ) LANGUAGE plpgsql AS $$
 DECLARE
-    session_timeout text := current_setting('lock_timeout');
     h record;
 BEGIN
-    PERFORM set_config('lock_timeout', p_wait, true);
-    INSERT INTO idempotency_keys (principal, method, route, key, fingerprint, state, owner_token, locked_until,
-                                  created_at, expires_at)
-    VALUES (p_principal, p_method, p_route, p_key, p_fingerprint, 'processing', gen_random_uuid(), p_locked_until,
-            p_now, p_retain_until)
-    ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO NOTHING;
-    IF NOT FOUND THEN
-        -- A committed row: an answer to replay, another request's key, or a claim of
-        -- the older scheme. Nothing was written; the guard reads it.
+    -- The guard's own claim (V6), with its bounded wait for a concurrent original.
+    IF NOT idempotency_claim(p_principal, p_method, p_route, p_key, p_fingerprint, gen_random_uuid(),
+                             p_locked_until, p_now, p_retain_until, p_wait) THEN
+        -- A committed row: an answer to replay, another request's key, or a live claim
+        -- of the older scheme. Nothing was written; the guard reads it.
         outcome := 'key_taken';
         RETURN NEXT;
         RETURN;
     END IF;
-    PERFORM set_config('lock_timeout', session_timeout, true);
 
     SELECT * INTO h FROM reservation_hold(p_id, p_resource, p_owner, p_start, p_end, p_quantity, p_confirm, p_now,
                                           p_metadata);
