@@ -67,22 +67,43 @@ pub const ACTIVE_FOR_RANGE: &str = r#"
     WHERE resource_id = $1 AND owner = $2 AND starts_at = $3 AND ends_at = $4
       AND status IN ('WAITING', 'OFFERED')"#;
 
+/// The entry document's columns after [`columns!`], one entry at a time: its FIFO
+/// position while waiting, counted on its own, whether its offer lapsed unswept by
+/// `$now`, and its wait intent; from `w` and its [`document_joins!`].
+macro_rules! entry_document {
+    ($now:literal) => {
+        concat!(
+            r#",
+        CASE WHEN w.status = 'WAITING' THEN (
+            SELECT count(*) FROM waitlist_entries x
+            WHERE x.resource_id = w.resource_id AND x.status = 'WAITING' AND x.seq <= w.seq)
+        END AS position,
+        (w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= "#,
+            $now,
+            r#") IS TRUE AS offer_lapsed,
+        i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts, i.updated_at AS intent_updated_at"#
+        )
+    };
+}
+
+/// What an entry document reads beside the entry: its offer and its wait intent.
+macro_rules! document_joins {
+    () => {
+        r#"
+    LEFT JOIN reservations r ON r.id = w.reservation_id
+    LEFT JOIN intents i ON i.waitlist_entry_id = w.id"#
+    };
+}
+
 /// An entry with its FIFO position (while waiting) and whether its offer has lapsed
 /// unswept (`$2` is now).
 pub const GET: &str = concat!(
     "SELECT ",
     columns!(),
-    r#",
-        CASE WHEN w.status = 'WAITING' THEN (
-            SELECT count(*) FROM waitlist_entries x
-            WHERE x.resource_id = w.resource_id AND x.status = 'WAITING' AND x.seq <= w.seq)
-        END AS position,
-        (w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= $2) IS TRUE AS offer_lapsed,
-        i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts, i.updated_at AS intent_updated_at
-    FROM waitlist_entries w
-    LEFT JOIN reservations r ON r.id = w.reservation_id
-    LEFT JOIN intents i ON i.waitlist_entry_id = w.id
-    WHERE w.id = $1"#
+    entry_document!("$2"),
+    "\n    FROM waitlist_entries w",
+    document_joins!(),
+    "\n    WHERE w.id = $1"
 );
 
 pub const LOCK: &str =
@@ -128,10 +149,9 @@ pub const LIST: &str = concat!(
         WHERE w.resource_id = $1::uuid AND w.seq > coalesce($2::bigint, 0)
         ORDER BY w.seq
         LIMIT $4
-    ) w
-    LEFT JOIN reservations r ON r.id = w.reservation_id
-    LEFT JOIN intents i ON i.waitlist_entry_id = w.id
-    ORDER BY w.seq"#
+    ) w"#,
+    document_joins!(),
+    "\n    ORDER BY w.seq"
 );
 
 /// A page of one owner's (`$1`) entries, newest first, every status, optionally of
@@ -141,13 +161,8 @@ pub const LIST: &str = concat!(
 pub const LIST_BY_OWNER: &str = concat!(
     "SELECT ",
     columns!(),
-    r#",
-        CASE WHEN w.status = 'WAITING' THEN (
-            SELECT count(*) FROM waitlist_entries x
-            WHERE x.resource_id = w.resource_id AND x.status = 'WAITING' AND x.seq <= w.seq)
-        END AS position,
-        (w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= $3) IS TRUE AS offer_lapsed,
-        i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts, i.updated_at AS intent_updated_at
+    entry_document!("$3"),
+    r#"
     FROM (
         SELECT w.* FROM waitlist_entries w
         WHERE w.owner = $1::text AND ($2::uuid IS NULL OR w.resource_id = $2)
@@ -155,10 +170,9 @@ pub const LIST_BY_OWNER: &str = concat!(
                                       coalesce($5::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
         ORDER BY w.created_at DESC, w.id DESC
         LIMIT $6
-    ) w
-    LEFT JOIN reservations r ON r.id = w.reservation_id
-    LEFT JOIN intents i ON i.waitlist_entry_id = w.id
-    ORDER BY w.created_at DESC, w.id DESC"#
+    ) w"#,
+    document_joins!(),
+    "\n    ORDER BY w.created_at DESC, w.id DESC"
 );
 
 pub const MARK_OFFERED: &str = concat!(
