@@ -12,7 +12,7 @@ use lambda_http::Request;
 /// (admins; others may name only themselves, else 403), `limit`, `cursor`.
 pub fn reservations_query(req: &Request, who: &Principal) -> Result<(ReservationFilter, PageRequest), ApiError> {
     let mut q = Reader::new(req, &["resource_id", "status", "from", "to", "owner", "limit", "cursor"]);
-    let resource_id = q.one("resource_id", |v| uuid::Uuid::parse_str(v).map_err(|_| "must be a UUID".to_string()));
+    let resource_id = q.one("resource_id", uuid_value);
     let statuses = q.all("status", |v| {
         v.parse::<Status>().map_err(|_| {
             let names: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
@@ -24,9 +24,7 @@ pub fn reservations_query(req: &Request, who: &Principal) -> Result<(Reservation
     let owner = q.one("owner", owner_name);
     let page = q.page();
     q.finish()?;
-    if !who.admin && owner.as_ref().is_some_and(|o| *o != who.id) {
-        return Err(ApiError::Forbidden);
-    }
+    may_name(who, owner.as_deref())?;
     Ok((ReservationFilter { owner, resource_id, statuses, from, to }, page))
 }
 
@@ -55,14 +53,24 @@ pub fn waitlist_query(req: &Request) -> Result<PageRequest, ApiError> {
 /// themselves, else 403), `limit`, `cursor`.
 pub fn own_waitlist_query(req: &Request, who: &Principal) -> Result<(OwnWaitlistFilter, PageRequest), ApiError> {
     let mut q = Reader::new(req, &["resource_id", "owner", "limit", "cursor"]);
-    let resource_id = q.one("resource_id", |v| uuid::Uuid::parse_str(v).map_err(|_| "must be a UUID".to_string()));
+    let resource_id = q.one("resource_id", uuid_value);
     let owner = q.one("owner", owner_name);
     let page = q.page();
     q.finish()?;
-    if !who.admin && owner.as_ref().is_some_and(|o| *o != who.id) {
+    may_name(who, owner.as_deref())?;
+    Ok((OwnWaitlistFilter { owner, resource_id }, page))
+}
+
+/// Only admins may name an owner other than themselves.
+fn may_name(who: &Principal, owner: Option<&str>) -> Result<(), ApiError> {
+    if !who.admin && owner.is_some_and(|o| o != who.id) {
         return Err(ApiError::Forbidden);
     }
-    Ok((OwnWaitlistFilter { owner, resource_id }, page))
+    Ok(())
+}
+
+fn uuid_value(v: &str) -> Result<uuid::Uuid, String> {
+    uuid::Uuid::parse_str(v).map_err(|_| "must be a UUID".to_string())
 }
 
 fn owner_name(v: &str) -> Result<String, String> {
