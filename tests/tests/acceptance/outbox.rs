@@ -270,12 +270,8 @@ async fn a_refused_event_holds_back_its_subjects_later_events_and_no_one_elses()
     let (s, e) = hours(10, 11);
     let (_, a) = app.reserve("alice", room, (&s, &e), 1).await;
     let (_, b) = app.reserve("bob", room, (&s, &e), 1).await;
-    let confirm = |r: &Value| {
-        app.http
-            .post(app.url(&format!("/v1/reservations/{}/confirm", r["id"].as_str().unwrap())))
-            .header("x-principal", "alice")
-    };
-    send(confirm(&a)).await;
+    let (status, _) = app.confirm("alice", &a["id"]).await;
+    assert_eq!(status, StatusCode::OK);
     let a_id = Uuid::parse_str(a["id"].as_str().unwrap()).unwrap();
     let held: Uuid = app
         .db()
