@@ -485,7 +485,8 @@ async fn two_browsers_race_for_one_slot_one_holds_it_and_the_other_is_told_it_wa
     }
     assert_eq!(outcomes.iter().filter(|won| **won).count(), 1, "exactly one browser holds the slot");
     let (winner, loser) = if outcomes[0] { (&alice, &bob) } else { (&bob, &alice) };
-    assert_eq!(winner.cell_state(1, 11).await, "mine-held");
+    // The message is written before the calendar is drawn again: wait for the cell.
+    winner.wait_for_cell(1, 11, "mine-held").await;
     assert!(loser.message().await.contains("someone else got"), "{}", loser.message().await);
     // The loser's calendar was read again at once: the hour shows as held by another.
     loser.wait_for_cell(1, 11, "held").await;
