@@ -10,7 +10,10 @@
 //! only its reservation, then settles its entry) but never goes back up one. Every
 //! path that changes a resource's load takes the resource lock first, so those paths
 //! serialize per resource and never deadlock; paths on different resources never
-//! contend. Each lock is taken in a round trip of its own, never pipelined with the
+//! contend. One path takes it shared: the one-statement hold of a capacity-1 resource
+//! (`FOR SHARE`, migration V21), whose holds go side by side and are judged by the
+//! exclusion constraint; it still waits for, and is waited on by, every path that takes
+//! the row exclusively, so those never meet a hold in flight. Each lock is taken in a round trip of its own, never pipelined with the
 //! statements after it (`try_join!` on one transaction): on a fresh connection
 //! pipelined statements were seen to run out of order, against this order.
 

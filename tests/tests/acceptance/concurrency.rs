@@ -299,3 +299,93 @@ async fn a_hold_fits_beside_two_claims_that_never_overlap_each_other() {
     let (day_start, day_end) = (acceptance::day(), acceptance::day() + chrono::Duration::hours(24));
     assert_eq!(peak_load(day_start, day_end, &acceptance::active_claims(&app.db().await, room).await), 2);
 }
+
+/// A hold of a capacity-1 resource left in flight: `reservation_hold` in a transaction
+/// that stays open, holding the resource row as every such hold does (V21: FOR SHARE).
+async fn hold_in_flight(app: &TestApp, resource: Uuid, (start, end): (&str, &str)) -> deadpool_postgres::Object {
+    let tx = app.db().await;
+    tx.batch_execute("BEGIN").await.unwrap();
+    let outcome: String = tx
+        .query_one(
+            "SELECT outcome FROM reservation_hold(gen_random_uuid(), $1, 'dave', $2::text::timestamptz, \
+             $3::text::timestamptz, 1, false, now(), '{}')",
+            &[&resource, &start, &end],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(outcome, "reserved");
+    tx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_of_one_single_unit_resource_go_side_by_side_and_one_range_goes_to_the_first_to_commit() {
+    // Were the second hold to queue on the first one's lock, it would end in a statement
+    // timeout (503) here.
+    let app = TestApp::spawn_with(acceptance::Options {
+        tweak: Box::new(|c| c.db_statement_timeout = std::time::Duration::from_millis(800)),
+        ..Default::default()
+    })
+    .await;
+    let room = app.resource(1).await;
+    let (ten, eleven) = hours(10, 11);
+    let in_flight = hold_in_flight(&app, room, (&ten, &eleven)).await;
+    let (next, noon) = hours(11, 12);
+    let (status, r) = app.reserve("alice", room, (&next, &noon), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+
+    // The same range waits for the hold in flight, and takes it when that one rolls back.
+    let same = tokio::spawn(send(app.post(
+        "bob",
+        "/v1/reservations",
+        &json!({"resource_id": room, "start": ten, "end": eleven}),
+    )));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!same.is_finished(), "a hold of a range in flight did not wait for it");
+    in_flight.batch_execute("ROLLBACK").await.unwrap();
+    let (status, r) = same.await.unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    assert_eq!(r["owner"], "bob");
+
+    // And one that commits keeps it.
+    let (one, two) = hours(13, 14);
+    let in_flight = hold_in_flight(&app, room, (&one, &two)).await;
+    let late = tokio::spawn(send(app.post(
+        "carol",
+        "/v1/reservations",
+        &json!({"resource_id": room, "start": one, "end": two}),
+    )));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    in_flight.batch_execute("COMMIT").await.unwrap();
+    let (status, problem) = late.await.unwrap();
+    assert_eq!(status, StatusCode::CONFLICT, "{problem}");
+    assert_eq!(slug(&problem), "slot-unavailable");
+    assert_eq!(active_rows(&app, room).await, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_change_waits_for_a_single_unit_hold_in_flight_and_carries_it_over() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let (start, end) = hours(10, 11);
+    let in_flight = hold_in_flight(&app, room, (&start, &end)).await;
+    let change = tokio::spawn(send(app.patch("admin", &format!("/v1/resources/{room}"), &json!({"capacity": 2}))));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!change.is_finished(), "the change went ahead while a hold held the resource");
+    in_flight.batch_execute("COMMIT").await.unwrap();
+    let (status, r) = change.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{r}");
+    // The hold counts against the new capacity: one more unit fits, not two.
+    let capacities: Vec<i32> = app
+        .db()
+        .await
+        .query("SELECT resource_capacity FROM reservations WHERE resource_id = $1", &[&room])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(capacities, [2]);
+    assert_eq!(app.reserve("alice", room, (&start, &end), 1).await.0, StatusCode::CREATED);
+    assert_eq!(app.reserve("bob", room, (&start, &end), 1).await.0, StatusCode::CONFLICT);
+}

@@ -377,6 +377,34 @@ async fn a_hold_settled_in_one_statement_is_replayed_byte_for_byte_from_the_row_
     assert_eq!(again.bytes().await.unwrap(), first, "the replay is the first answer's bytes");
 }
 
+/// The keyed statement writes its claim with the answer it expects (V21): the hold's
+/// expiry from the resource's TTL as read before the lock. Here the TTL changes while
+/// the hold waits for the lock, so the answer stored is the one the hold gave, and the
+/// replay still matches the first answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_whose_expiry_moved_while_it_waited_stores_the_answer_it_gave() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let b = body(room, 10, 11);
+    let mut blocker = app.db().await;
+    let lock = blocker.transaction().await.unwrap();
+    lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&room]).await.unwrap();
+    let original = send_original(&app, &b, "ttl").await;
+    lock.execute("UPDATE resources SET hold_ttl_seconds = 77 WHERE id = $1", &[&room]).await.unwrap();
+    lock.commit().await.unwrap();
+
+    let first = original.await.unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first: Value = first.json().await.unwrap();
+    let (created, expires) = (first["created_at"].as_str().unwrap(), first["expires_at"].as_str().unwrap());
+    let ttl =
+        chrono::DateTime::parse_from_rfc3339(expires).unwrap() - chrono::DateTime::parse_from_rfc3339(created).unwrap();
+    assert_eq!(ttl, Duration::seconds(77), "{first}");
+    let (status, replayed, again) = keyed(&app, "alice", "ttl", &b).await;
+    assert_eq!((status, replayed.as_deref()), (StatusCode::CREATED, Some("true")));
+    assert_eq!(again, first);
+}
+
 /// What the one statement leaves to the general path (here a resource with calendar
 /// rules, and one that does not exist) goes through the guard's transaction, and its
 /// answer is stored and replayed as before.
