@@ -18,9 +18,11 @@
 //!   The target is (b) >= 50% of (c), with and without an `Idempotency-Key` (b2).
 //!   It runs twice, first (c0) and after the holds: the two rates show how far the
 //!   machine moved during the run (the ratios use the second).
-//! - **(d) serialized holds**: every hold on one resource, so each queues on its lock,
-//!   against **(e)** a pgbench-style "lock one row, insert one row, commit" at the same
-//!   concurrency. The target is (d) >= 60% of (e).
+//! - **(d) serialized holds**: every hold on one resource of capacity 2, so each queues
+//!   on its lock, against **(e)** a pgbench-style "lock one row, insert one row, commit"
+//!   at the same concurrency. The target is (d) >= 60% of (e). Beside it, with no
+//!   target, **(d1)**: the same on one resource of capacity 1, whose holds share the
+//!   lock and are judged by the exclusion constraint (V21), so they do not queue.
 //! - The database CPU per hold, read from `/proc` for the bench database's backends,
 //!   against a baseline transaction's: the target is at most 2.5x. Beside it, with no
 //!   target, the whole machine's busy CPU per hold against per baseline transaction:
@@ -193,7 +195,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
         p.concurrency,
         p.phases.measure.as_secs_f64()
     );
-    let spread = HoldMix { resources: p.resources, keyed: false };
+    let spread = HoldMix { resources: p.resources, capacity: 1, keyed: false };
     let holds = throughput::http_holds(&server, spread, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&holds, "holds/s", Outcome::Status(201));
     print_cpu(&holds, "hold", "the bench process (client and server)");
@@ -208,11 +210,19 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     correct &= print_capacity(&db).await?;
 
     println!();
-    println!("(d) holds of one resource, each on a free slot: every request queues on its lock");
-    let one = HoldMix { resources: 1, keyed: false };
+    println!("(d) holds of one resource of capacity 2, each on a free slot: every request queues on its lock");
+    let one = HoldMix { resources: 1, capacity: 2, keyed: false };
     let serialized = throughput::http_holds(&server, one, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&serialized, "holds/s", Outcome::Status(201));
     print_cpu(&serialized, "hold", "the bench process (client and server)");
+    correct &= print_capacity(&db).await?;
+
+    println!();
+    println!("(d1) the same on one resource of capacity 1: its holds share the lock, the constraint judges them");
+    let single = HoldMix { capacity: 1, ..one };
+    let side_by_side = throughput::http_holds(&server, single, p.concurrency, p.phases, probe).await?;
+    correct &= print_throughput(&side_by_side, "holds/s", Outcome::Status(201));
+    print_cpu(&side_by_side, "hold", "the bench process (client and server)");
     correct &= print_capacity(&db).await?;
     drop(server);
 
@@ -239,6 +249,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
             holds: &holds,
             keyed: &keyed,
             serialized: &serialized,
+            side_by_side: &side_by_side,
             baseline_before: &baseline_before,
             baseline: &baseline,
             locked: &locked,
@@ -353,6 +364,7 @@ struct Ratios<'a> {
     holds: &'a throughput::Report,
     keyed: &'a throughput::Report,
     serialized: &'a throughput::Report,
+    side_by_side: &'a throughput::Report,
     baseline_before: &'a throughput::Report,
     baseline: &'a throughput::Report,
     locked: &'a throughput::Report,
@@ -389,6 +401,12 @@ fn print_summary(burst: &burst::Report, r: &Ratios<'_>, correct: bool) {
             base.per_second()
         );
     }
+    println!(
+        "  (no target) one capacity-1 resource / serialized baseline: {:.1} / {:.1} per second = {:.1} %",
+        r.side_by_side.per_second(),
+        r.locked.per_second(),
+        share(r.side_by_side, r.locked)
+    );
     if let (Some(h), Some(b)) = (r.holds.cpu, r.baseline.cpu) {
         let (h_db, h_bench) = h.per(r.holds.successes);
         let (b_db, _) = b.per(r.baseline.successes);

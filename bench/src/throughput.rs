@@ -180,8 +180,11 @@ impl Worker for HttpHolds {
 /// How the holds of a run are shaped.
 #[derive(Debug, Clone, Copy)]
 pub struct HoldMix {
-    /// How many resources the holds spread over; 1 serializes every hold on one lock.
+    /// How many resources the holds spread over.
     pub resources: usize,
+    /// Their capacity. Holds of one resource of capacity 2 or more serialize on its
+    /// lock; holds of one capacity-1 resource go side by side (V21).
+    pub capacity: i32,
     /// Whether each request carries an `Idempotency-Key`.
     pub keyed: bool,
 }
@@ -200,7 +203,10 @@ pub async fn http_holds(
     let ids: Vec<Uuid> = futures::stream::iter(0..resources)
         .map(|i| {
             let http = &http;
-            async move { setup::create_resource(http, server, &format!("throughput {i}")).await }
+            async move {
+                let body = json!({"name": format!("throughput {i}"), "capacity": mix.capacity});
+                setup::create_resource_with(http, server, body).await
+            }
         })
         .buffered(concurrency)
         .try_collect()
