@@ -5,12 +5,12 @@ DECLARE
     base timestamptz := '2027-01-01T00:00:00Z';
 BEGIN
     FOR i IN 0 .. :N - 1 LOOP
-        SELECT * INTO r FROM reservation_hold_keyed(
-            'owner-' || (i % 50), 'POST', '/v1/reservations', gen_random_uuid()::text, '\x00'::bytea,
-            now() + interval '30 seconds', now() + interval '1 day', '0', 409::smallint, '{}'::jsonb, '\x00'::bytea,
+        SELECT * INTO r FROM reservation_hold(
             gen_random_uuid(), ids[i % 200 + 1], 'owner-' || (i % 50),
             base + make_interval(hours => i / 200 + :OFF), base + make_interval(hours => i / 200 + :OFF + 1),
-            1, false, now(), '{}'::jsonb);
+            1, false, now(), '{}'::jsonb,
+            'owner-' || (i % 50), 'POST', '/v1/reservations', gen_random_uuid()::text, '\x00'::bytea,
+            now() + interval '1 day', '0', 409::smallint, '{}'::jsonb, '\x00'::bytea);
         IF r.outcome <> 'reserved' THEN RAISE EXCEPTION 'outcome %', r.outcome; END IF;
         COMMIT;
     END LOOP;

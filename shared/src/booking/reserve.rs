@@ -85,7 +85,7 @@ pub enum Attempt {
 
 /// The common hold in one statement outside any transaction (autocommit: one round
 /// trip, the statement's own commit). With `key`, the statement also claims the
-/// request's idempotency key and stores its answer (`reservation_hold_keyed`), so a
+/// request's idempotency key and stores its answer (`reservation_hold` with the key, V22), so a
 /// keyed hold commits once with its answer too. The statement either decides (and its
 /// writes commit with it) or leaves nothing behind, when the general path must decide
 /// or the key is taken; the caller then runs [`reserve`] in a transaction, inside the
@@ -116,7 +116,7 @@ fn validate(req: &ReserveRequest, limits: Limits, now: DateTime<Utc>) -> Result<
     Ok(())
 }
 
-/// The one-round-trip hold (`reservation_hold`, or with a key `reservation_hold_keyed`):
+/// The one-round-trip hold (`reservation_hold`, with or without a key):
 /// the outcome, or `None` when the general path must decide (an upstream resource,
 /// calendar rules, kept buffers, lapsed capacity owed to the waitlist) or the key is
 /// taken, in which case nothing was written.

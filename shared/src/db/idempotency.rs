@@ -65,7 +65,7 @@ pub enum StoredBody {
 }
 
 /// A key and what to store with it, for a mutation that claims the key, runs and
-/// stores its answer in one statement (the keyed hold, `reservation_hold_keyed`).
+/// stores its answer in one statement (the keyed hold, `reservation_hold` with a key).
 pub struct Answering<'a> {
     pub key: KeyRef<'a>,
     pub fingerprint: &'a [u8],

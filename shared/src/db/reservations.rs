@@ -87,7 +87,7 @@ pub const DETACH_SETTLED: &str = r#"
       AND (status NOT IN ('HELD', 'CONFIRMING', 'CONFIRMED') OR ends_at <= $2)"#;
 
 /// A hold or booking of a local resource in one round trip (`reservation_hold`,
-/// migration V7, latest in V15): the lock when it is free (otherwise the look before
+/// migration V7, latest in V22; capacity 1 judged by the exclusion constraint since V21): the lock when it is free (otherwise the look before
 /// waiting for it), the load under it and the insert with its event. One row: the
 /// `outcome` (`reserved` with the row, `unavailable`, `not_found`, `archived`,
 /// `too_many` with the `capacity`, or `general` when the general path must decide:
@@ -98,20 +98,20 @@ pub const DETACH_SETTLED: &str = r#"
 pub const HOLD: &str =
     concat!("SELECT outcome, capacity, ", columns!(), " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9)");
 
-/// [`HOLD`] for a request with an `Idempotency-Key`, in one statement with the key's
-/// claim and stored answer (`reservation_hold_keyed`, migration V17): one more outcome,
-/// `key_taken`, when the key already has a committed row; past `$8` waiting for a
+/// [`HOLD`] for a request with an `Idempotency-Key`: the same function with the key's
+/// arguments after the hold's (migration V22; V17 made the keyed hold one statement),
+/// which claims the key first and stores the answer last. One more outcome,
+/// `key_taken`, when the key already has a committed row; past `$16` waiting for a
 /// concurrent original, lock_not_available. Outcomes other than `reserved` and
 /// `unavailable` leave nothing behind, the claim included.
 ///
-/// Parameters: `$1`-`$4` the key's scope and key, `$5` fingerprint, `$6` the claim's
-/// lease, `$7` when the record may be purged, `$8` the wait (a `lock_timeout`), `$9`-`$11`
-/// the refusal's stored answer (status, headers, body), then [`HOLD`]'s nine as `$12`-`$20`.
+/// Parameters: [`HOLD`]'s nine, then `$10`-`$13` the key's scope and key, `$14`
+/// fingerprint, `$15` when the record may be purged, `$16` the wait (a `lock_timeout`),
+/// `$17`-`$19` the refusal's stored answer (status, headers, body).
 pub const HOLD_KEYED: &str = concat!(
     "SELECT outcome, capacity, ",
     columns!(),
-    " FROM reservation_hold_keyed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
-     $12, $13, $14, $15, $16, $17, $18, $19, $20)"
+    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
 );
 
 /// A reservation as a keyed hold stored it for its replay (`to_jsonb` of the row the
@@ -460,17 +460,6 @@ pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'
         .query_one(
             &stmt,
             &[
-                &a.key.principal,
-                &a.key.method,
-                &a.key.route,
-                &a.key.key,
-                &a.fingerprint,
-                &a.lease.locked_until,
-                &a.lease.expires_at,
-                &wait,
-                &refused_status,
-                a.refused.headers,
-                &a.refused.body,
                 &h.id,
                 &h.resource_id,
                 &h.owner,
@@ -480,6 +469,16 @@ pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'
                 &h.confirm,
                 &h.now,
                 &metadata,
+                &a.key.principal,
+                &a.key.method,
+                &a.key.route,
+                &a.key.key,
+                &a.fingerprint,
+                &a.lease.expires_at,
+                &wait,
+                &refused_status,
+                a.refused.headers,
+                &a.refused.body,
             ],
         )
         .await;

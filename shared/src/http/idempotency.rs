@@ -91,7 +91,7 @@ fn stored_headers(reply: &Reply) -> serde_json::Value {
 }
 
 /// What a keyed request stores with a mutation that settles in one statement (see
-/// `reservation_hold_keyed`, migration V17): its key in its scope, the claim's times,
+/// `reservation_hold` with a key, migrations V17 and V22): its key in its scope, the claim's times,
 /// and the answer to a refusal, rendered before the statement runs. The statement's
 /// own answer is the row it returns, stored by the statement.
 pub struct KeyedStatement<'r> {
