@@ -154,9 +154,14 @@ async fn hold(
     }
 }
 
-/// Holds (or, with `confirm`, books) capacity. Must run inside a transaction: the
+/// Holds (or, with `confirm`, books) capacity: the general path, for what the
+/// one-statement hold ([`hold_at_once`]) left to it. Must run inside a transaction: the
 /// resource lock it takes is what makes the load check see every committed competitor.
 /// Commit the transaction on `Ok`, whichever the outcome.
+///
+/// It does not try the one-statement hold again first: on a capacity-1 resource that
+/// hold takes the resource row shared (V21), and a transaction that then asks for it
+/// exclusively, as this path does, deadlocks with another doing the same.
 pub async fn reserve(
     tx: &impl GenericClient,
     owner: &Principal,
@@ -166,12 +171,6 @@ pub async fn reserve(
     now: DateTime<Utc>,
 ) -> Result<Reserved, BookingError> {
     validate(req, limits, now)?;
-    // The common case, a local resource with no lapsed hold in the way, in one round
-    // trip; the rest (upstream resources, lapsed capacity for the waitlist first) on
-    // the general path below, in the same transaction.
-    if let Some(decided) = hold(tx, owner, req, None, now).await? {
-        return Ok(decided);
-    }
     let pre = reservations::precheck(tx, req.resource_id, req.start, req.end, now)
         .await?
         .ok_or(BookingError::ResourceNotFound)?;

@@ -4,6 +4,7 @@ use acceptance::{TestApp, hours, send, slug};
 use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::json;
+use shared::clock::Clock;
 use shared::domain::peak_load;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -388,4 +389,40 @@ async fn a_capacity_change_waits_for_a_single_unit_hold_in_flight_and_carries_it
     assert_eq!(capacities, [2]);
     assert_eq!(app.reserve("alice", room, (&start, &end), 1).await.0, StatusCode::CREATED);
     assert_eq!(app.reserve("bob", room, (&start, &end), 1).await.0, StatusCode::CONFLICT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_for_a_range_behind_a_lapsed_hold_has_one_winner_and_no_deadlock() {
+    // Each request's one-statement hold finds the lapsed hold and leaves it to the
+    // general path, whose transaction must take the resource's lock exclusively. Had
+    // that transaction first taken it shared (the capacity-1 hold's lock, V21), two of
+    // them would each wait for the other to let go (a deadlock, answered 503).
+    let clock = Arc::new(shared::clock::ManualClock::new(chrono::Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "capacity": 1, "hold_ttl_seconds": 1})).await;
+    // Three rounds, each on a range of its own: a deadlock needs two transactions in
+    // the same window, which one round does not always open.
+    for (round, from) in [10, 12, 14].into_iter().enumerate() {
+        let (start, end) = hours(from, from + 1);
+        assert_eq!(app.reserve("alice", room, (&start, &end), 1).await.0, StatusCode::CREATED);
+        clock.advance(chrono::Duration::seconds(2));
+        let body = json!({"resource_id": room, "start": start, "end": end});
+        let results = burst(24, |i| app.post(&format!("user{i}"), "/v1/reservations", &body)).await;
+        assert_eq!(count(&results, StatusCode::CREATED), 1, "round {round}: {results:?}");
+        assert_eq!(count(&results, StatusCode::CONFLICT), 23, "round {round}");
+        // In SQL: one live claim on the range, the winner's.
+        let live: i64 = app
+            .db()
+            .await
+            .query_one(
+                "SELECT count(*) FROM reservations WHERE resource_id = $1 AND status IN ('HELD', 'CONFIRMED') \
+                 AND (status = 'CONFIRMED' OR expires_at > $2) AND period && tstzrange($3::text::timestamptz, \
+                 $4::text::timestamptz)",
+                &[&room, &clock.now(), &start, &end],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(live, 1, "round {round}");
+    }
 }
