@@ -6,16 +6,18 @@
 //!
 //! One order for the whole codebase: **the resource row, then its intents, then
 //! reservation rows, then waitlist entries** (and last a seat's poll schedule,
-//! `seat_polls`, which a path touches after everything else or alone). A path may skip a level (a confirm locks
-//! only its reservation, then settles its entry) but never goes back up one. Every
-//! path that changes a resource's load takes the resource lock first, so those paths
-//! serialize per resource and never deadlock; paths on different resources never
-//! contend. One path takes it shared: the one-statement hold of a capacity-1 resource
-//! (`FOR SHARE`, migration V21), whose holds go side by side and are judged by the
-//! exclusion constraint; it still waits for, and is waited on by, every path that takes
-//! the row exclusively, so those never meet a hold in flight. Each lock is taken in a round trip of its own, never pipelined with the
-//! statements after it (`try_join!` on one transaction): on a fresh connection
-//! pipelined statements were seen to run out of order, against this order.
+//! `seat_polls`, which a path touches after everything else or alone). A path may skip
+//! a level (a confirm locks only its reservation, then settles its entry) but never
+//! goes back up one. Every path that changes a resource's load takes the resource lock
+//! first, so those paths serialize per resource and never deadlock; paths on different
+//! resources never contend. One path takes it shared: the one-statement hold of a
+//! capacity-1 resource (`FOR SHARE`, migration V21), whose holds go side by side and
+//! are judged by the exclusion constraint; it still waits for, and is waited on by,
+//! every path that takes the row exclusively, so those never meet a hold in flight. A
+//! transaction never takes the row shared and then exclusively: two doing so deadlock.
+//! Each lock is taken in a round trip of its own, never pipelined with the statements
+//! after it (`try_join!` on one transaction): on a fresh connection pipelined
+//! statements were seen to run out of order, against this order.
 
 mod availability;
 mod calendar;

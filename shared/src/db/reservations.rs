@@ -87,8 +87,10 @@ pub const DETACH_SETTLED: &str = r#"
       AND (status NOT IN ('HELD', 'CONFIRMING', 'CONFIRMED') OR ends_at <= $2)"#;
 
 /// A hold or booking of a local resource in one round trip (`reservation_hold`,
-/// migration V7, latest in V22; capacity 1 judged by the exclusion constraint since V21): the lock when it is free (otherwise the look before
-/// waiting for it), the load under it and the insert with its event. One row: the
+/// migration V7, latest in V22). Capacity 1 (V21): the resource row shared and the
+/// insert with its event, the exclusion constraint judging it. Capacity N: the lock
+/// when it is free (otherwise the look before waiting for it), the load under it and
+/// the insert with its event. One row: the
 /// `outcome` (`reserved` with the row, `unavailable`, `not_found`, `archived`,
 /// `too_many` with the `capacity`, or `general` when the general path must decide:
 /// upstream resources, calendar rules, kept buffers, lapsed holds for the waitlist).
@@ -114,9 +116,9 @@ pub const HOLD_KEYED: &str = concat!(
     " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
 );
 
-/// A reservation as a keyed hold stored it for its replay (`to_jsonb` of the row the
-/// hold returned), read back into the columns of the table: the replay is rendered
-/// from the same values as the first answer.
+/// A reservation as a keyed hold stored it for its replay (`reservation_snapshot`,
+/// V22: the row the hold answered with), read back into the columns of the table: the
+/// replay is rendered from the same values as the first answer.
 pub const FROM_SNAPSHOT: &str = concat!("SELECT ", columns!(), " FROM jsonb_populate_record(NULL::reservations, $1)");
 
 /// The look before the lock: the resource, the peak load over the range now, and
