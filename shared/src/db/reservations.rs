@@ -237,7 +237,7 @@ pub const RESOURCE_OF: &str = "SELECT resource_id FROM reservations WHERE id = $
 pub const SET_STATUS: &str = concat!(
     r#"
     WITH upd AS (
-        UPDATE reservations SET status = $2, failure_reason = $3, updated_at = $4, acted_by = $6
+        UPDATE reservations SET status = $2::text, failure_reason = $3::text, updated_at = $4, acted_by = $6
         WHERE id = $1
         RETURNING "#,
     columns!(),
