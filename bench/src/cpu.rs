@@ -15,13 +15,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 use tokio_postgres::Client;
 
-/// Cumulative CPU nanoseconds, per database backend, of this process and of the whole
-/// machine, at one instant.
+/// Cumulative CPU nanoseconds, per database backend, of this process and per process
+/// of the whole machine, at one instant.
 #[derive(Debug, Clone, Default)]
 pub struct Sample {
     backends: HashMap<i32, u64>,
     own: u64,
-    machine: u64,
+    machine: HashMap<i32, u64>,
 }
 
 /// CPU time spent over a window.
@@ -71,16 +71,25 @@ fn runtime_ns(pid: &str) -> Option<u64> {
     Some(total)
 }
 
-/// Every task's run time on the machine, kernel threads included (a process that
-/// exits between two samples is lost; the measured phases keep theirs running).
-fn machine_ns() -> Option<u64> {
-    let mut total = 0;
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else { continue };
-        total += runtime_ns(pid).unwrap_or(0);
-    }
-    Some(total)
+/// Every process's run time on the machine, kernel threads included. Kept per process,
+/// as the backends are: a process that exits between two samples then loses only what
+/// it ran in the window, where one total lost its whole life's run time.
+fn machine_ns() -> HashMap<i32, u64> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return HashMap::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            runtime_ns(&pid.to_string()).map(|t| (pid, t))
+        })
+        .collect()
+}
+
+/// The run time of each process in `after` since `before`: a process new in the window
+/// counts whole (it started at zero), one that ended in it is lost, and one whose pid
+/// was reused counts from zero at worst.
+fn spent(before: &HashMap<i32, u64>, after: &HashMap<i32, u64>) -> u64 {
+    after.iter().map(|(pid, t)| t.saturating_sub(before.get(pid).copied().unwrap_or(0))).sum()
 }
 
 impl Probe {
@@ -101,7 +110,7 @@ impl Probe {
                 runtime_ns(&pid.to_string()).map(|t| (pid, t))
             })
             .collect();
-        Sample { backends, own: runtime_ns("self").unwrap_or(0), machine: machine_ns().unwrap_or(0) }
+        Sample { backends, own: runtime_ns("self").unwrap_or(0), machine: machine_ns() }
     }
 }
 
@@ -109,13 +118,11 @@ impl Probe {
 /// whole (it started at zero); one that disconnected is lost, which the bench avoids
 /// by keeping its connections open through the window.
 pub fn between(before: &Sample, after: &Sample, window: Duration) -> Usage {
-    let database: u64 =
-        after.backends.iter().map(|(pid, t)| t.saturating_sub(before.backends.get(pid).copied().unwrap_or(0))).sum();
     let secs = Duration::from_nanos;
     Usage {
-        database: secs(database),
+        database: secs(spent(&before.backends, &after.backends)),
         bench: secs(after.own.saturating_sub(before.own)),
-        machine: secs(after.machine.saturating_sub(before.machine)),
+        machine: secs(spent(&before.machine, &after.machine)),
         window,
     }
 }
@@ -128,17 +135,20 @@ mod tests {
     fn usage_is_read_from_the_backends_that_ran_and_this_process() {
         // In nanoseconds: 10 ms units, as times are usually read.
         let ms10 = |n: u64| n * 10_000_000;
-        let before =
-            Sample { backends: HashMap::from([(1, ms10(100)), (2, ms10(50))]), own: ms10(10), machine: ms10(1000) };
+        let before = Sample {
+            backends: HashMap::from([(1, ms10(100)), (2, ms10(50))]),
+            own: ms10(10),
+            machine: HashMap::from([(1, ms10(100)), (2, ms10(50)), (9, ms10(850))]),
+        };
         let after = Sample {
             backends: HashMap::from([(1, ms10(250)), (2, ms10(50)), (3, ms10(40))]),
             own: ms10(70),
-            machine: ms10(1300),
+            machine: HashMap::from([(1, ms10(250)), (2, ms10(50)), (3, ms10(40)), (9, ms10(960))]),
         };
         let u = between(&before, &after, Duration::from_secs(2));
         assert_eq!(u.database, Duration::from_millis(1900));
         assert_eq!(u.bench, Duration::from_millis(600));
-        assert_eq!(u.machine, Duration::from_secs(3));
+        assert_eq!(u.machine, Duration::from_millis(3000));
         assert_eq!(u.cores(), (0.95, 0.3));
         assert_eq!(u.per(100), (Duration::from_millis(19), Duration::from_millis(6)));
     }
@@ -161,8 +171,21 @@ mod tests {
     }
 
     #[test]
+    fn a_process_that_ends_in_the_window_takes_only_its_own_time_out_of_the_machines() {
+        let ms = |n: u64| n * 1_000_000;
+        // The long-lived process 7 ran 5 s before the window and 10 ms in it, then ended;
+        // process 8 ran 400 ms in the window.
+        let before = Sample { machine: HashMap::from([(7, ms(5000)), (8, ms(100))]), ..Sample::default() };
+        let after = Sample { machine: HashMap::from([(8, ms(500))]), ..Sample::default() };
+        assert_eq!(between(&before, &after, Duration::from_secs(1)).machine, Duration::from_millis(400));
+    }
+
+    #[test]
     fn this_process_and_the_machine_can_be_measured_on_linux() {
-        assert!(runtime_ns("self").is_some_and(|t| t > 0));
-        assert!(machine_ns() > runtime_ns("self"));
+        let own = runtime_ns("self").expect("this process is readable");
+        assert!(own > 0);
+        let machine = machine_ns();
+        assert!(machine.get(&(std::process::id() as i32)).is_some_and(|t| *t >= own));
+        assert!(machine.values().sum::<u64>() > own);
     }
 }
