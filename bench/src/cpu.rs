@@ -12,6 +12,7 @@
 //! of work, whoever paid it.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::time::Duration;
 use tokio_postgres::Client;
 
@@ -90,6 +91,18 @@ fn machine_ns() -> HashMap<i32, u64> {
 /// was reused counts from zero at worst.
 fn spent(before: &HashMap<i32, u64>, after: &HashMap<i32, u64>) -> u64 {
     after.iter().map(|(pid, t)| t.saturating_sub(before.get(pid).copied().unwrap_or(0))).sum()
+}
+
+/// What a measured window is sampled with at its start and its end: a [`Probe`], or
+/// in tests a stand-in that needs no database.
+pub trait Sampler: Sync {
+    fn sample(&self) -> impl Future<Output = Sample> + Send;
+}
+
+impl Sampler for Probe {
+    async fn sample(&self) -> Sample {
+        Probe::sample(self).await
+    }
 }
 
 impl Probe {
