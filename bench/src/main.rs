@@ -25,9 +25,10 @@
 //!   lock and are judged by the exclusion constraint (V21), so they do not queue.
 //! - The database CPU per hold, read from `/proc` for the bench database's backends,
 //!   against a baseline transaction's: the target is at most 2.5x. Beside it, with no
-//!   target, the whole machine's busy CPU per hold against per baseline transaction:
-//!   the backends' own times alone swung between runs on this machine, the machine's
-//!   total less so.
+//!   target, the whole machine's busy CPU per hold against per baseline transaction.
+//!   Both are read at the start and the end of each window while every connection of
+//!   the phase is open: a backend that exits before the last sample loses its window
+//!   (see `throughput::drive`).
 //!
 //! The bench exits non-zero only when the service is *wrong*: a round without exactly
 //! one winner, a 5xx, a request without an answer, a failed hold of a free slot, or a
