@@ -80,8 +80,9 @@ fn machine_ns() -> HashMap<i32, u64> {
     entries
         .flatten()
         .filter_map(|entry| {
-            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-            runtime_ns(&pid.to_string()).map(|t| (pid, t))
+            let name = entry.file_name();
+            let name = name.to_str()?;
+            Some((name.parse().ok()?, runtime_ns(name)?))
         })
         .collect()
 }
@@ -99,18 +100,14 @@ pub trait Sampler: Sync {
     fn sample(&self) -> impl Future<Output = Sample> + Send;
 }
 
-impl Sampler for Probe {
-    async fn sample(&self) -> Sample {
-        Probe::sample(self).await
-    }
-}
-
 impl Probe {
     pub fn new(admin: Client, database: String) -> Option<Probe> {
         runtime_ns("self").map(|_| Probe { admin, database })
     }
+}
 
-    pub async fn sample(&self) -> Sample {
+impl Sampler for Probe {
+    async fn sample(&self) -> Sample {
         let rows = self
             .admin
             .query("SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", &[&self.database])
