@@ -268,11 +268,14 @@ mod sqs {
         client(region, credentials, var("AWS_ENDPOINT_URL_SQS").or_else(|| var("AWS_ENDPOINT_URL")))
     }
 
-    /// An SQS client over rustls on ring, with the public roots of the system store.
+    /// An SQS client over rustls on ring, trusting Mozilla's roots (see [`trust_store`]).
     pub fn client(region: String, credentials: Credentials, endpoint: Option<String>) -> aws_sdk_sqs::Client {
-        use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
-        let http =
-            aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::Ring)).build_https();
+        use aws_smithy_http_client::tls::{Provider, TlsContext, rustls_provider::CryptoMode};
+        let tls = TlsContext::builder().with_trust_store(trust_store()).build().expect("a trust store is all it takes");
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(Provider::Rustls(CryptoMode::Ring))
+            .tls_context(tls)
+            .build_https();
         let mut config = aws_sdk_sqs::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(region))
@@ -282,6 +285,34 @@ mod sqs {
             config = config.endpoint_url(url);
         }
         aws_sdk_sqs::Client::from_conf(config.build())
+    }
+
+    /// Mozilla's roots, compiled in, as the database and upstream clients trust them
+    /// (webpki-roots). The SDK's default store is the system's, which it reads when the
+    /// client is built: 146 files of /etc/ssl/certs here, 5-8 ms of a cold start's init,
+    /// I/O that init must not do. The SDK takes extra roots as PEM only, so each root's
+    /// DER is wrapped in PEM; it parses them back when it makes its TLS configuration.
+    fn trust_store() -> aws_smithy_http_client::tls::TrustStore {
+        let mut store = aws_smithy_http_client::tls::TrustStore::empty();
+        for pem in roots_as_pem() {
+            store.add_pem_certificate(pem);
+        }
+        store
+    }
+
+    fn roots_as_pem() -> impl Iterator<Item = String> {
+        use base64::Engine;
+        webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().map(|root| {
+            let body = base64::engine::general_purpose::STANDARD.encode(root.as_ref());
+            let mut pem = String::with_capacity(body.len() + body.len() / 64 + 64);
+            pem.push_str("-----BEGIN CERTIFICATE-----\n");
+            for line in body.as_bytes().chunks(64) {
+                pem.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
+                pem.push('\n');
+            }
+            pem.push_str("-----END CERTIFICATE-----\n");
+            pem
+        })
     }
 
     impl Publisher for SqsPublisher {
@@ -315,6 +346,39 @@ mod sqs {
                     }
                     outcomes
                 }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// The read() calls this thread has made so far (`syscr` of /proc/thread-self/io):
+        /// the thread's own, so the other tests running beside it do not count.
+        fn reads_so_far() -> u64 {
+            let io = std::fs::read_to_string("/proc/thread-self/io").expect("Linux's per-thread I/O counters");
+            io.lines().find_map(|l| l.strip_prefix("syscr: ")).and_then(|n| n.parse().ok()).expect("a syscr line")
+        }
+
+        #[test]
+        fn building_the_sqs_client_reads_no_file() {
+            let before = reads_so_far();
+            let client = client("eu-west-1".into(), Credentials::new("a", "b", None, None, "test"), None);
+            // Reading the counters once takes a read() or two of its own.
+            let reads = reads_so_far() - before;
+            assert!(reads <= 4, "building the client made {reads} read() calls");
+            drop(client);
+        }
+
+        #[test]
+        fn each_root_reads_back_from_its_pem_as_the_same_certificate() {
+            use rustls::pki_types::{CertificateDer, pem::PemObject};
+            let pems: Vec<String> = roots_as_pem().collect();
+            assert!(pems.len() > 100, "Mozilla's store has well over a hundred roots");
+            for (pem, root) in pems.iter().zip(webpki_root_certs::TLS_SERVER_ROOT_CERTS) {
+                let read = CertificateDer::from_pem_slice(pem.as_bytes()).expect("a PEM certificate");
+                assert_eq!(read.as_ref(), root.as_ref());
             }
         }
     }
