@@ -289,7 +289,7 @@ mod sqs {
 
     /// Mozilla's roots, compiled in, as the database and upstream clients trust them
     /// (webpki-roots). The SDK's default store is the system's, which it reads when the
-    /// client is built: 146 files of /etc/ssl/certs here, 5-8 ms of a cold start's init,
+    /// client is built: 146 files of /etc/ssl/certs here, 1-4 ms of a cold start's init,
     /// I/O that init must not do. The SDK takes extra roots as PEM only, so each root's
     /// DER is wrapped in PEM; it parses them back when it makes its TLS configuration.
     fn trust_store() -> aws_smithy_http_client::tls::TrustStore {
