@@ -124,7 +124,8 @@ BEGIN
             outcome := 'reserved';
             EXIT hold;
         END IF;
-        -- Capacity N (or a capacity-1 resource whose lock a change holds): V15, unchanged.
+        -- Capacity N (or a capacity-1 resource whose lock a change holds): V15's, but for
+        -- the columns read.
         SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
                resources.authority
