@@ -10,7 +10,8 @@ BEGIN
             base + make_interval(hours => i / 200 + :OFF), base + make_interval(hours => i / 200 + :OFF + 1),
             1, false, now(), '{}'::jsonb,
             'owner-' || (i % 50), 'POST', '/v1/reservations', gen_random_uuid()::text, '\x00'::bytea,
-            now() + interval '1 day', '0', 409::smallint, '{}'::jsonb, '\x00'::bytea);
+            now() + interval '1 day', '0', 409::smallint, '{}'::jsonb, '\x00'::bytea,
+            p_event_id => gen_random_uuid());
         IF r.outcome <> 'reserved' THEN RAISE EXCEPTION 'outcome %', r.outcome; END IF;
         COMMIT;
     END LOOP;

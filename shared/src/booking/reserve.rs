@@ -129,6 +129,7 @@ async fn hold(
 ) -> Result<Option<Reserved>, BookingError> {
     let hold = reservations::NewHold {
         id: Uuid::now_v7(),
+        event_id: Uuid::now_v7(),
         resource_id: req.resource_id,
         owner: &owner.id,
         start: req.start,

@@ -87,7 +87,7 @@ pub const DETACH_SETTLED: &str = r#"
       AND (status NOT IN ('HELD', 'CONFIRMING', 'CONFIRMED') OR ends_at <= $2)"#;
 
 /// A hold or booking of a local resource in one round trip (`reservation_hold`,
-/// migration V7, latest in V22). Capacity 1 (V21): the resource row shared and the
+/// migration V7, latest in V27). Capacity 1 (V21): the resource row shared and the
 /// insert with its event, the exclusion constraint judging it. Capacity N: the lock
 /// when it is free (otherwise the look before waiting for it), the load under it and
 /// the insert with its event. One row: the
@@ -96,9 +96,13 @@ pub const DETACH_SETTLED: &str = r#"
 /// upstream resources, calendar rules, kept buffers, lapsed holds for the waitlist).
 ///
 /// Parameters: `$1` id, `$2` resource, `$3` owner, `$4` start, `$5` end, `$6` quantity,
-/// `$7` confirm, `$8` now, `$9` metadata.
-pub const HOLD: &str =
-    concat!("SELECT outcome, capacity, ", columns!(), " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9)");
+/// `$7` confirm, `$8` now, `$9` metadata, `$10` the id of its event in the outbox (V27:
+/// made here, as the reservation's is, rather than by `uuidv7()` in SQL).
+pub const HOLD: &str = concat!(
+    "SELECT outcome, capacity, ",
+    columns!(),
+    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, p_event_id => $10)"
+);
 
 /// [`HOLD`] for a request with an `Idempotency-Key`: the same function with the key's
 /// arguments after the hold's (migration V22; V17 made the keyed hold one statement),
@@ -107,13 +111,14 @@ pub const HOLD: &str =
 /// concurrent original, lock_not_available. Outcomes other than `reserved` and
 /// `unavailable` leave nothing behind, the claim included.
 ///
-/// Parameters: [`HOLD`]'s nine, then `$10`-`$13` the key's scope and key, `$14`
+/// Parameters: [`HOLD`]'s first nine, then `$10`-`$13` the key's scope and key, `$14`
 /// fingerprint, `$15` when the record may be purged, `$16` the wait (a `lock_timeout`),
-/// `$17`-`$19` the refusal's stored answer (status, headers, body).
+/// `$17`-`$19` the refusal's stored answer (status, headers, body), `$20` the event's id.
 pub const HOLD_KEYED: &str = concat!(
     "SELECT outcome, capacity, ",
     columns!(),
-    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
+     p_event_id => $20)"
 );
 
 /// A reservation as a keyed hold stored it for its replay (`reservation_snapshot`,
@@ -428,6 +433,8 @@ pub enum Hold {
 
 pub struct NewHold<'a> {
     pub id: Uuid,
+    /// The id of the hold's event in the outbox.
+    pub event_id: Uuid,
     pub resource_id: Uuid,
     pub owner: &'a str,
     pub start: DateTime<Utc>,
@@ -445,7 +452,18 @@ pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<Hold, DbErr
     let row = c
         .query_one(
             &stmt,
-            &[&h.id, &h.resource_id, &h.owner, &h.start, &h.end, &h.quantity, &h.confirm, &h.now, &metadata],
+            &[
+                &h.id,
+                &h.resource_id,
+                &h.owner,
+                &h.start,
+                &h.end,
+                &h.quantity,
+                &h.confirm,
+                &h.now,
+                &metadata,
+                &h.event_id,
+            ],
         )
         .await?;
     hold_of(&row)
@@ -481,6 +499,7 @@ pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'
                 &refused_status,
                 a.refused.headers,
                 &a.refused.body,
+                &h.event_id,
             ],
         )
         .await;

@@ -2,6 +2,7 @@
 //! column fails here, not in a request.
 
 use acceptance::TestApp;
+use shared::db::reservations::{self, Hold, NewHold};
 
 #[tokio::test]
 async fn every_named_statement_prepares_against_the_migrated_schema() {
@@ -146,5 +147,102 @@ async fn a_reservation_row_whose_columns_disagree_is_refused_under_the_rule_it_b
     }
     let stored: i64 =
         db.query_one("SELECT count(*) FROM reservations WHERE status = 'HELD'", &[]).await.unwrap().get(0);
+    assert_eq!(stored, 1);
+}
+
+/// A hold as the server makes it: both ids from the server (V27), a free hour ahead.
+fn new_hold<'a>(
+    room: uuid::Uuid,
+    id: uuid::Uuid,
+    from_hour: i64,
+    metadata: &'a shared::domain::Metadata,
+) -> NewHold<'a> {
+    let start = acceptance::day() + chrono::Duration::hours(from_hour);
+    NewHold {
+        id,
+        event_id: uuid::Uuid::now_v7(),
+        resource_id: room,
+        owner: "alice",
+        start,
+        end: start + chrono::Duration::hours(1),
+        quantity: 1,
+        confirm: false,
+        metadata,
+        now: chrono::Utc::now(),
+    }
+}
+
+/// The server makes the id of a hold's event, as it makes the reservation's (V27): the
+/// event in the outbox is the one the server named, on either path of the hold.
+#[tokio::test]
+async fn a_hold_records_its_event_under_the_id_the_server_made() {
+    let app = TestApp::spawn().await;
+    let db = app.db().await;
+    let metadata = shared::domain::Metadata::new();
+    for capacity in [1, 2] {
+        let room = app.resource(capacity).await;
+        let hold = new_hold(room, uuid::Uuid::now_v7(), 10, &metadata);
+        let held = reservations::hold(&db, &hold).await.unwrap();
+        assert!(matches!(held, Hold::Reserved(_)), "capacity {capacity}");
+        let events: Vec<uuid::Uuid> = db
+            .query("SELECT id FROM outbox WHERE subject_id = $1", &[&hold.id])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(events, [hold.event_id], "capacity {capacity}");
+    }
+}
+
+/// Functions deployed before V27 call the hold with nine arguments (or nineteen, with a
+/// key) and no event id: after the migration they hold as before, and the event gets a
+/// time-ordered id from `uuidv7()` as before. This is what lets the migration go first.
+#[tokio::test]
+async fn a_hold_called_as_before_v27_still_holds_and_names_its_event() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let db = app.db().await;
+    let (start, end) = acceptance::hours(10, 11);
+    let row = db
+        .query_one(
+            "SELECT outcome, id FROM reservation_hold(gen_random_uuid(), $1, 'alice', $2::text::timestamptz, \
+             $3::text::timestamptz, 1, false, now(), '{}')",
+            &[&room, &start, &end],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, &str>(0), "reserved");
+    let reservation: uuid::Uuid = row.get(1);
+    let event: uuid::Uuid =
+        db.query_one("SELECT id FROM outbox WHERE subject_id = $1", &[&reservation]).await.unwrap().get(0);
+    assert_eq!(event.get_version_num(), 7, "{event}");
+}
+
+/// The capacity-1 hold's insert has the exclusion constraint as its only arbiter (V27):
+/// an id already taken is an error, never read as a taken range.
+#[tokio::test]
+async fn a_hold_whose_id_is_taken_is_an_error_not_a_taken_range() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let db = app.db().await;
+    let id = uuid::Uuid::now_v7();
+    let hold = |from_hour| {
+        let (start, end) = acceptance::hours(from_hour, from_hour + 1);
+        let db = &db;
+        async move {
+            db.query_one(
+                "SELECT outcome FROM reservation_hold($1, $2, 'alice', $3::text::timestamptz, \
+                 $4::text::timestamptz, 1, false, now(), '{}')",
+                &[&id, &room, &start, &end],
+            )
+            .await
+            .map(|row| row.get::<_, String>(0))
+        }
+    };
+    assert_eq!(hold(10).await.unwrap(), "reserved");
+    let again = hold(12).await.expect_err("a second reservation under the same id");
+    assert_eq!(again.code(), Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION), "{again:?}");
+    let stored: i64 = db.query_one("SELECT count(*) FROM reservations", &[]).await.unwrap().get(0);
     assert_eq!(stored, 1);
 }
