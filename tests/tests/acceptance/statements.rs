@@ -150,16 +150,11 @@ async fn a_reservation_row_whose_columns_disagree_is_refused_under_the_rule_it_b
     assert_eq!(stored, 1);
 }
 
-/// A hold as the server makes it: both ids from the server (V27), a free hour ahead.
-fn new_hold<'a>(
-    room: uuid::Uuid,
-    id: uuid::Uuid,
-    from_hour: i64,
-    metadata: &'a shared::domain::Metadata,
-) -> NewHold<'a> {
-    let start = acceptance::day() + chrono::Duration::hours(from_hour);
+/// A hold of 10:00-11:00 tomorrow as the server makes it: both ids from the server (V27).
+fn new_hold(room: uuid::Uuid, metadata: &shared::domain::Metadata) -> NewHold<'_> {
+    let start = acceptance::day() + chrono::Duration::hours(10);
     NewHold {
-        id,
+        id: uuid::Uuid::now_v7(),
         event_id: uuid::Uuid::now_v7(),
         resource_id: room,
         owner: "alice",
@@ -181,7 +176,7 @@ async fn a_hold_records_its_event_under_the_id_the_server_made() {
     let metadata = shared::domain::Metadata::new();
     for capacity in [1, 2] {
         let room = app.resource(capacity).await;
-        let hold = new_hold(room, uuid::Uuid::now_v7(), 10, &metadata);
+        let hold = new_hold(room, &metadata);
         let held = reservations::hold(&db, &hold).await.unwrap();
         assert!(matches!(held, Hold::Reserved(_)), "capacity {capacity}");
         let events: Vec<uuid::Uuid> = db
@@ -195,28 +190,42 @@ async fn a_hold_records_its_event_under_the_id_the_server_made() {
     }
 }
 
-/// Functions deployed before V27 call the hold with nine arguments (or nineteen, with a
-/// key) and no event id: after the migration they hold as before, and the event gets a
+/// Functions deployed before V27 call the hold with nine arguments, or nineteen with a
+/// key, and no event id: after the migration they hold as before, and the event gets a
 /// time-ordered id from `uuidv7()` as before. This is what lets the migration go first.
 #[tokio::test]
 async fn a_hold_called_as_before_v27_still_holds_and_names_its_event() {
     let app = TestApp::spawn().await;
     let room = app.resource(1).await;
     let db = app.db().await;
-    let (start, end) = acceptance::hours(10, 11);
-    let row = db
-        .query_one(
-            "SELECT outcome, id FROM reservation_hold(gen_random_uuid(), $1, 'alice', $2::text::timestamptz, \
-             $3::text::timestamptz, 1, false, now(), '{}')",
-            &[&room, &start, &end],
-        )
-        .await
-        .unwrap();
-    assert_eq!(row.get::<_, &str>(0), "reserved");
-    let reservation: uuid::Uuid = row.get(1);
-    let event: uuid::Uuid =
-        db.query_one("SELECT id FROM outbox WHERE subject_id = $1", &[&reservation]).await.unwrap().get(0);
-    assert_eq!(event.get_version_num(), 7, "{event}");
+    let calls = [
+        ("without a key", ""),
+        (
+            "with a key",
+            ", 'alice', 'POST', '/v1/reservations', 'k-1', '\\x00'::bytea, now() + interval '1 day', '10ms', \
+             409::smallint, '{}'::jsonb, '\\x00'::bytea",
+        ),
+    ];
+    for (hour, (what, key)) in (10..).zip(calls) {
+        let (start, end) = acceptance::hours(hour, hour + 1);
+        let row = db
+            .query_one(
+                &format!(
+                    "SELECT outcome, id FROM reservation_hold(gen_random_uuid(), $1, 'alice', \
+                     $2::text::timestamptz, $3::text::timestamptz, 1, false, now(), '{{}}'{key})"
+                ),
+                &[&room, &start, &end],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(row.get::<_, &str>(0), "reserved", "{what}");
+        let reservation: uuid::Uuid = row.get(1);
+        let event: uuid::Uuid =
+            db.query_one("SELECT id FROM outbox WHERE subject_id = $1", &[&reservation]).await.unwrap().get(0);
+        assert_eq!(event.get_version_num(), 7, "{what}: {event}");
+    }
+    let keys: i64 = db.query_one("SELECT count(*) FROM idempotency_keys", &[]).await.unwrap().get(0);
+    assert_eq!(keys, 1, "the keyed call claimed its key");
 }
 
 /// The capacity-1 hold's insert has the exclusion constraint as its only arbiter (V27):
