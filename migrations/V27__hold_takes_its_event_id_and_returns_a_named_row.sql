@@ -84,7 +84,8 @@ BEGIN
         p_event_id := uuidv7();
     END IF;
     IF p_key IS NOT NULL THEN
-        -- The claim, with the answer a hold most likely gives (V21, 3).
+        -- The claim, with the answer a hold most likely gives (V21, 3). Its owner
+        -- token is the reservation's id (V27): nothing reads a completed claim's.
         session_timeout := current_setting('lock_timeout');
         PERFORM set_config('lock_timeout', p_wait, true);
         INSERT INTO idempotency_keys AS k (principal, method, route, key, fingerprint, state, owner_token,
