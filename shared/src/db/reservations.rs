@@ -5,7 +5,7 @@ use super::{DbError, GenericClient};
 use crate::domain::{Claim, FailureReason, Intent, Metadata, Reservation, Source, Status};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
-use tokio_postgres::types::Json;
+use tokio_postgres::types::{Json, ToSql};
 use uuid::Uuid;
 
 macro_rules! columns {
@@ -107,18 +107,18 @@ pub const HOLD: &str = concat!(
 /// [`HOLD`] for a request with an `Idempotency-Key`: the same function with the key's
 /// arguments after the hold's (migration V22; V17 made the keyed hold one statement),
 /// which claims the key first and stores the answer last. One more outcome,
-/// `key_taken`, when the key already has a committed row; past `$16` waiting for a
+/// `key_taken`, when the key already has a committed row; past `$17` waiting for a
 /// concurrent original, lock_not_available. Outcomes other than `reserved` and
 /// `unavailable` leave nothing behind, the claim included.
 ///
-/// Parameters: [`HOLD`]'s first nine, then `$10`-`$13` the key's scope and key, `$14`
-/// fingerprint, `$15` when the record may be purged, `$16` the wait (a `lock_timeout`),
-/// `$17`-`$19` the refusal's stored answer (status, headers, body), `$20` the event's id.
+/// Parameters: [`HOLD`]'s ten, then `$11`-`$14` the key's scope and key, `$15`
+/// fingerprint, `$16` when the record may be purged, `$17` the wait (a `lock_timeout`),
+/// `$18`-`$20` the refusal's stored answer (status, headers, body).
 pub const HOLD_KEYED: &str = concat!(
     "SELECT outcome, capacity, ",
     columns!(),
-    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-     p_event_id => $20)"
+    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
+     p_event_id => $10)"
 );
 
 /// A reservation as a keyed hold stored it for its replay (`reservation_snapshot`,
@@ -445,27 +445,16 @@ pub struct NewHold<'a> {
     pub now: DateTime<Utc>,
 }
 
+/// [`HOLD`]'s parameters, which [`HOLD_KEYED`] begins with too.
+fn hold_params<'a>(h: &'a NewHold<'_>, metadata: &'a Json<&Metadata>) -> [&'a (dyn ToSql + Sync); 10] {
+    [&h.id, &h.resource_id, &h.owner, &h.start, &h.end, &h.quantity, &h.confirm, &h.now, metadata, &h.event_id]
+}
+
 /// See [`HOLD`].
 pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<Hold, DbError> {
     let stmt = c.prepare_cached(HOLD).await?;
     let metadata = Json(h.metadata);
-    let row = c
-        .query_one(
-            &stmt,
-            &[
-                &h.id,
-                &h.resource_id,
-                &h.owner,
-                &h.start,
-                &h.end,
-                &h.quantity,
-                &h.confirm,
-                &h.now,
-                &metadata,
-                &h.event_id,
-            ],
-        )
-        .await?;
+    let row = c.query_one(&stmt, &hold_params(h, &metadata)).await?;
     hold_of(&row)
 }
 
@@ -476,33 +465,19 @@ pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'
     // At least a millisecond: a lock_timeout of 0 would wait forever.
     let wait = format!("{}ms", a.wait.as_millis().max(1));
     let refused_status = a.refused.status as i16;
-    let row = c
-        .query_one(
-            &stmt,
-            &[
-                &h.id,
-                &h.resource_id,
-                &h.owner,
-                &h.start,
-                &h.end,
-                &h.quantity,
-                &h.confirm,
-                &h.now,
-                &metadata,
-                &a.key.principal,
-                &a.key.method,
-                &a.key.route,
-                &a.key.key,
-                &a.fingerprint,
-                &a.lease.expires_at,
-                &wait,
-                &refused_status,
-                a.refused.headers,
-                &a.refused.body,
-                &h.event_id,
-            ],
-        )
-        .await;
+    let key: [&(dyn ToSql + Sync); 10] = [
+        &a.key.principal,
+        &a.key.method,
+        &a.key.route,
+        &a.key.key,
+        &a.fingerprint,
+        &a.lease.expires_at,
+        &wait,
+        &refused_status,
+        a.refused.headers,
+        &a.refused.body,
+    ];
+    let row = c.query_one(&stmt, &[&hold_params(h, &metadata)[..], &key[..]].concat()).await;
     match row {
         Ok(row) => hold_of(&row),
         // A concurrent original holds the key: nothing was written here.
