@@ -59,6 +59,16 @@ impl Resolution {
             Resolution::FailedUpstream => IntentState::FailedUpstream,
         }
     }
+
+    /// What the reservation becomes: booked, or failed for the reason the write failed.
+    pub fn reservation_status(&self) -> (Status, Option<FailureReason>) {
+        match self {
+            Resolution::Succeeded { .. } => (Status::Confirmed, None),
+            Resolution::FailedRace => (Status::Failed, Some(FailureReason::Race)),
+            Resolution::FailedAuth => (Status::Failed, Some(FailureReason::Auth)),
+            Resolution::FailedUpstream => (Status::Failed, Some(FailureReason::Upstream)),
+        }
+    }
 }
 
 /// What processing one intent message came to.
@@ -201,12 +211,7 @@ pub async fn settle(
         }
         return Ok(false);
     }
-    let (status, reason) = match resolution {
-        Resolution::Succeeded { .. } => (Status::Confirmed, None),
-        Resolution::FailedRace => (Status::Failed, Some(FailureReason::Race)),
-        Resolution::FailedAuth => (Status::Failed, Some(FailureReason::Auth)),
-        Resolution::FailedUpstream => (Status::Failed, Some(FailureReason::Upstream)),
-    };
+    let (status, reason) = resolution.reservation_status();
     let r = reservations::set_status(&tx, claim.reservation_id, status, reason, None, now).await?;
     if status == Status::Failed {
         on_freed(&tx, &resource, std::slice::from_ref(&r), now).await?;

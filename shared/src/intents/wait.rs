@@ -31,7 +31,7 @@ use crate::booking::{on_freed, request_cancel};
 use crate::db::intents::{self, Claimed};
 use crate::db::seat_polls::{self, DueSeat};
 use crate::db::{DbError, reservations, resources, waitlist};
-use crate::domain::{FailureReason, IntentState, Status, WaitlistEntry, WaitlistStatus};
+use crate::domain::{IntentState, Status, WaitlistEntry, WaitlistStatus};
 use crate::upstream::{SystemOfRecord, UpstreamError, cache};
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -235,12 +235,7 @@ pub(super) async fn settle_wait(
         }
         return Ok(false);
     }
-    let (status, reason) = match resolution {
-        Resolution::Succeeded { .. } => (Status::Confirmed, None),
-        Resolution::FailedRace => (Status::Failed, Some(FailureReason::Race)),
-        Resolution::FailedAuth => (Status::Failed, Some(FailureReason::Auth)),
-        Resolution::FailedUpstream => (Status::Failed, Some(FailureReason::Upstream)),
-    };
+    let (status, reason) = resolution.reservation_status();
     let r = reservations::set_status(&tx, claim.reservation_id, status, reason, None, now).await?;
     let mut cancel_queued = false;
     match resolution {
