@@ -2,7 +2,7 @@
 //!
 //! A cursor is where a page ended (the position of its last item), bound to the list it
 //! came from, and signed: `base64url(version || position || tag)`, where the tag is the
-//! first 16 bytes of HMAC-SHA256 under the database's cursor key (migration V8) over
+//! first 16 bytes of HMAC-SHA256 under the database's cursor key (`list_cursor_key`) over
 //! the list's [`Scope`] and the position. A cursor that was altered, forged, or taken
 //! from another list, another principal's list or another filter set fails the check;
 //! one that passes names a position this service wrote itself.

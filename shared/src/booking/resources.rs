@@ -4,7 +4,8 @@
 //! then excludes every path that changes the load. Lowering it is refused while any
 //! instant ahead holds more than the new value; the past is not judged (it was booked
 //! under the capacity of its day), and its rows are detached from the capacity before
-//! the change cascades into the rest (migration V9), so that the exclusion constraint
+//! the change cascades into the rest (the reservations' composite foreign key on
+//! `(resource_id, capacity)`), so that the exclusion constraint
 //! of capacity 1 stays exact.
 
 use super::{BookingError, hand_over, on_freed};

@@ -1,5 +1,5 @@
-//! SQL for `list_cursor_key`: the one secret the lists' cursors are signed with
-//! (migration V8).
+//! SQL for `list_cursor_key`: the one secret the lists' cursors are signed with, made
+//! by the schema so that every instance of every function signs alike.
 
 use super::{DbError, GenericClient};
 

@@ -31,7 +31,7 @@ pub const INSERT_WAIT: &str = "INSERT INTO intents (id, waitlist_entry_id, kind,
 
 /// The claim of a wait whose seat shows free: `WAITING_FOR_SEAT -> RESERVING` under a
 /// lease, naming the reservation (`$2`) that the same transaction inserts next (the
-/// reference is checked at commit, migration V11). Skips a wait another transaction
+/// reference is deferred, so it is checked at commit). Skips a wait another transaction
 /// holds, one whose waiter is leaving, and one behind an unfinished cancel of its seat.
 /// A second write in flight to the seat hits `intents_one_write_per_seat`, as a confirm
 /// would. `$1` the entry, `$3`-`$4` the lease, `$5` now.

@@ -38,7 +38,7 @@ pub const LOCK: &str = concat!("SELECT ", columns!(), " FROM resources WHERE id 
 pub const LOCK_FOR_CHANGE: &str = concat!("SELECT ", columns!(), " FROM resources WHERE id = $1 FOR UPDATE");
 
 /// Writes a resource's changeable settings; a new capacity cascades into the attached
-/// reservations (migration V9). Run under [`LOCK_FOR_CHANGE`], which also keeps a
+/// reservations (their foreign key on `(resource_id, capacity)`). Run under [`LOCK_FOR_CHANGE`], which also keeps a
 /// change of the calendar rules from interleaving with a reserve that judges them.
 pub const UPDATE_SETTINGS: &str = concat!(
     "UPDATE resources SET name = $2, capacity = $3, hold_ttl_seconds = $4, offer_ttl_seconds = $5, ",
