@@ -53,7 +53,7 @@ EVENTS = ROOT / "tests" / "events"
 # The order of one round: admin makes the resource that reserve holds, and confirm
 # confirms reserve's holds.
 ORDER = ["availability", "admin", "reserve", "confirm", "sweeper", "intent-worker", "notifier"]
-# The order of the table (the README's).
+# The order of the table (docs/benchmarks.md's).
 TABLE = ["reserve", "confirm", "availability", "admin", "sweeper", "intent-worker", "notifier"]
 INIT_GOAL_MS = 20.0
 WARM_INVOKES = 3

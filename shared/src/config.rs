@@ -1,6 +1,6 @@
 //! Configuration, read once from the environment at cold start.
 //!
-//! The names are the ones in the README's table; clients and tests rely on them.
+//! The names are the ones in docs/operations.md's table; clients and tests rely on them.
 
 use std::env;
 use std::time::Duration;
