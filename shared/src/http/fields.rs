@@ -11,7 +11,7 @@
 //! How a handler reads its body (a new body, such as a PATCH, is read the same way):
 //!
 //! ```ignore
-//! let body = json_body(req, false)?;
+//! let body = json_body(req, EmptyBody::Refused)?;
 //! let input = body.read(|f| {
 //!     // Ask for every field first, so that each one's problem is recorded ...
 //!     let start = f.required("start", timestamp);
