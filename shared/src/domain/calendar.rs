@@ -20,7 +20,7 @@
 //! (`09:00-12:00` and `12:00-17:00`, or `22:00-24:00` on one day and `00:00-02:00` on
 //! the next) are one stretch: that is how opening hours cross midnight.
 
-use super::{Claim, FieldError, FreePiece, free_pieces, load_segments, peak_load};
+use super::{Claim, FieldError, FreePiece, Patch, free_pieces, load_segments, peak_load};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Timelike, Utc, Weekday};
 use chrono_tz::Tz;
 use serde::{Serialize, Serializer};
@@ -95,17 +95,17 @@ impl Default for CalendarRules {
     }
 }
 
-/// What a request asks of the rules; `None` keeps the current value (at creation:
-/// the default), `Some(None)` clears a rule that may be absent.
+/// What a request asks of the rules; `None` (or [`Patch::Keep`]) keeps the current
+/// value (at creation: the default), [`Patch::Clear`] clears a rule that may be absent.
 #[derive(Debug, Clone, Default)]
 pub struct CalendarChange {
     pub time_zone: Option<Tz>,
-    pub schedule: Option<Option<Schedule>>,
+    pub schedule: Patch<Schedule>,
     pub buffer_before_minutes: Option<i32>,
     pub buffer_after_minutes: Option<i32>,
     pub min_notice_minutes: Option<i32>,
-    pub max_advance_days: Option<Option<i32>>,
-    pub slot_minutes: Option<Option<i32>>,
+    pub max_advance_days: Patch<i32>,
+    pub slot_minutes: Patch<i32>,
 }
 
 impl CalendarChange {
@@ -113,23 +113,23 @@ impl CalendarChange {
     pub fn apply(self, current: &CalendarRules) -> CalendarRules {
         CalendarRules {
             time_zone: self.time_zone.unwrap_or(current.time_zone),
-            schedule: self.schedule.unwrap_or_else(|| current.schedule.clone()),
+            schedule: self.schedule.apply(&current.schedule),
             buffer_before_minutes: self.buffer_before_minutes.unwrap_or(current.buffer_before_minutes),
             buffer_after_minutes: self.buffer_after_minutes.unwrap_or(current.buffer_after_minutes),
             min_notice_minutes: self.min_notice_minutes.unwrap_or(current.min_notice_minutes),
-            max_advance_days: self.max_advance_days.unwrap_or(current.max_advance_days),
-            slot_minutes: self.slot_minutes.unwrap_or(current.slot_minutes),
+            max_advance_days: self.max_advance_days.apply(&current.max_advance_days),
+            slot_minutes: self.slot_minutes.apply(&current.slot_minutes),
         }
     }
 
     pub fn is_empty(&self) -> bool {
         self.time_zone.is_none()
-            && self.schedule.is_none()
+            && self.schedule.is_keep()
             && self.buffer_before_minutes.is_none()
             && self.buffer_after_minutes.is_none()
             && self.min_notice_minutes.is_none()
-            && self.max_advance_days.is_none()
-            && self.slot_minutes.is_none()
+            && self.max_advance_days.is_keep()
+            && self.slot_minutes.is_keep()
     }
 }
 
