@@ -503,23 +503,11 @@ impl CalendarRules {
         out
     }
 
-    /// The bookable starts of `duration` for `quantity` inside `[from, to)`, on the
-    /// grid (or, without one, every `duration` from local midnight), after hours,
-    /// notice, advance, buffers and the load of `claims` (the ranges the bookings
-    /// keep); none before `now` nor ending
-    /// after `latest_end` (the global horizon).
-    #[allow(clippy::too_many_arguments)]
-    pub fn slots(
-        &self,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-        duration: Duration,
-        quantity: i32,
-        capacity: i32,
-        claims: &[Claim],
-        now: DateTime<Utc>,
-        latest_end: DateTime<Utc>,
-    ) -> Vec<Slot> {
+    /// The bookable starts the query asks for ([`SlotQuery`]): on the grid (or,
+    /// without one, every `duration` from local midnight), after hours, notice,
+    /// advance, buffers and the load of the bookings.
+    pub fn slots(&self, query: &SlotQuery<'_>) -> Vec<Slot> {
+        let SlotQuery { from, to, duration, quantity, capacity, claims, now, latest_end } = *query;
         let step = self.slot_minutes.map_or(duration, |m| Duration::minutes(m.into()));
         if step <= Duration::zero() || duration <= Duration::zero() {
             return Vec::new();
@@ -588,6 +576,22 @@ impl CalendarRules {
         starts.dedup();
         starts
     }
+}
+
+/// What a list of bookable starts asks: starts of `duration` for `quantity` inside
+/// `[from, to)`, beside `claims` (the ranges the bookings keep) on a resource of
+/// `capacity`; none before `now` (and its notice) nor ending after `latest_end` (the
+/// global horizon).
+#[derive(Debug, Clone, Copy)]
+pub struct SlotQuery<'a> {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub duration: Duration,
+    pub quantity: i32,
+    pub capacity: i32,
+    pub claims: &'a [Claim],
+    pub now: DateTime<Utc>,
+    pub latest_end: DateTime<Utc>,
 }
 
 /// A bookable start: `remaining` units are free over the whole of `[start, end)`.
@@ -784,16 +788,16 @@ mod tests {
         // Booked 09:00Z-10:00Z under these buffers: it keeps 09:00Z-10:30Z.
         let kept = [Claim { start: at("2027-01-12T09:00:00Z"), end: at("2027-01-12T10:30:00Z"), quantity: 1 }];
         let now = at(NOW);
-        let slots = r.slots(
-            at("2027-01-12T00:00:00Z"),
-            at("2027-01-13T00:00:00Z"),
-            Duration::hours(1),
-            1,
-            1,
-            &kept,
-            now,
-            at("2030-01-01T00:00:00Z"),
-        );
+        let slots = r.slots(&SlotQuery {
+            from: at("2027-01-12T00:00:00Z"),
+            to: at("2027-01-13T00:00:00Z"),
+            duration: Duration::hours(1),
+            quantity: 1,
+            capacity: 1,
+            claims: &kept,
+            now: now,
+            latest_end: at("2030-01-01T00:00:00Z"),
+        });
         // Open 08:00Z-11:00Z. 09:00Z is taken; 08:00Z would end its buffer over the
         // booking, and 10:00Z starts inside the booking's buffer: nothing is left.
         let starts: Vec<String> = slots.iter().map(|s| s.start.to_rfc3339()).collect();
@@ -801,16 +805,16 @@ mod tests {
         // Without buffers (and a booking made without them).
         r.buffer_after_minutes = 0;
         let booked = [Claim { start: at("2027-01-12T09:00:00Z"), end: at("2027-01-12T10:00:00Z"), quantity: 1 }];
-        let slots = r.slots(
-            at("2027-01-12T00:00:00Z"),
-            at("2027-01-13T00:00:00Z"),
-            Duration::hours(1),
-            1,
-            1,
-            &booked,
-            now,
-            at("2030-01-01T00:00:00Z"),
-        );
+        let slots = r.slots(&SlotQuery {
+            from: at("2027-01-12T00:00:00Z"),
+            to: at("2027-01-13T00:00:00Z"),
+            duration: Duration::hours(1),
+            quantity: 1,
+            capacity: 1,
+            claims: &booked,
+            now: now,
+            latest_end: at("2030-01-01T00:00:00Z"),
+        });
         let starts: Vec<String> = slots.iter().map(|s| s.start.to_rfc3339()).collect();
         assert_eq!(starts, ["2027-01-12T08:00:00+00:00", "2027-01-12T10:00:00+00:00"]);
         // The free time of that day is the same, in pieces.
@@ -829,16 +833,16 @@ mod tests {
     fn on_the_spring_forward_night_a_half_hour_grid_skips_the_missing_hour_once() {
         let mut r = rules("Europe/Berlin", every_day("00:00", "24:00"));
         r.slot_minutes = Some(30);
-        let slots = r.slots(
-            at("2027-03-28T00:30:00Z"),
-            at("2027-03-28T02:00:00Z"),
-            Duration::minutes(30),
-            1,
-            1,
-            &[],
-            at(NOW),
-            at("2030-01-01T00:00:00Z"),
-        );
+        let slots = r.slots(&SlotQuery {
+            from: at("2027-03-28T00:30:00Z"),
+            to: at("2027-03-28T02:00:00Z"),
+            duration: Duration::minutes(30),
+            quantity: 1,
+            capacity: 1,
+            claims: &[],
+            now: at(NOW),
+            latest_end: at("2030-01-01T00:00:00Z"),
+        });
         let starts: Vec<String> = slots.iter().map(|s| s.start.to_rfc3339()).collect();
         // 01:30 CET, then 03:00 and 03:30 CEST (01:00Z, 01:30Z): 02:00 and 02:30 do
         // not exist, and land on 03:00 and 03:30, listed once.
@@ -849,16 +853,16 @@ mod tests {
     fn on_the_fall_back_night_a_half_hour_grid_lists_both_occurrences_of_the_repeated_hour() {
         let mut r = rules("Europe/Berlin", every_day("00:00", "24:00"));
         r.slot_minutes = Some(30);
-        let slots = r.slots(
-            at("2027-10-31T00:00:00Z"),
-            at("2027-10-31T02:00:00Z"),
-            Duration::minutes(30),
-            1,
-            1,
-            &[],
-            at(NOW),
-            at("2030-01-01T00:00:00Z"),
-        );
+        let slots = r.slots(&SlotQuery {
+            from: at("2027-10-31T00:00:00Z"),
+            to: at("2027-10-31T02:00:00Z"),
+            duration: Duration::minutes(30),
+            quantity: 1,
+            capacity: 1,
+            claims: &[],
+            now: at(NOW),
+            latest_end: at("2030-01-01T00:00:00Z"),
+        });
         let starts: Vec<String> = slots.iter().map(|s| s.start.to_rfc3339()).collect();
         // 02:00 and 02:30 CEST (00:00Z, 00:30Z), then the same wall times again in CET
         // (01:00Z, 01:30Z): four half hours of real time, four starts.
