@@ -66,7 +66,7 @@ pub(super) async fn judge(
 /// Whether a resource's bookings are judged here at all: with rules, or, without,
 /// for the buffers that bookings of a single local unit kept from earlier rules (the
 /// database keeps those apart). Any other resource without rules (upstream, or
-/// capacity N) is judged as before the rules existed.
+/// capacity N) has nothing to judge: every range passes.
 pub(super) fn applies(resource: &Resource) -> bool {
     resource.calendar.any() || (resource.capacity == 1 && resource.authority == Authority::Local)
 }
