@@ -1,4 +1,4 @@
-//! SQL for the `webhook_endpoints` and `webhook_deliveries` tables (migration V13).
+//! SQL for the `webhook_endpoints` and `webhook_deliveries` tables.
 
 use super::{DbError, GenericClient};
 use crate::config::Secret;

@@ -168,10 +168,22 @@ fn record_subject(span: &tracing::Span, path: &str) {
     }
 }
 
-/// Marks a response as the first answer (`false`) or a replay (`true`) for a key.
-pub(crate) fn mark_replayed(mut response: Response<Body>, replayed: bool) -> Response<Body> {
-    response
-        .headers_mut()
-        .insert("idempotency-replayed", HeaderValue::from_static(if replayed { "true" } else { "false" }));
+/// Which answer under an idempotency key a response is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// The operation ran for this request.
+    First,
+    /// The stored answer of an earlier request with the key.
+    Replay,
+}
+
+/// Marks a response with `Idempotency-Replayed`: `false` for the first answer, `true`
+/// for a replay.
+pub(crate) fn mark_replayed(mut response: Response<Body>, answer: Answer) -> Response<Body> {
+    let replayed = match answer {
+        Answer::First => "false",
+        Answer::Replay => "true",
+    };
+    response.headers_mut().insert("idempotency-replayed", HeaderValue::from_static(replayed));
     response
 }
