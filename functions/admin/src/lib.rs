@@ -17,7 +17,7 @@ use shared::booking::{self, NewResource, ResourceChange, ResourceDefaults, Webho
 use shared::domain::Authority;
 use shared::http::fields::{self, Fields};
 use shared::http::{
-    ApiError, Function, Op, Reply, fingerprint, json_body, principal, resources_query, respond, route_for,
+    ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, resources_query, respond, route_for,
     run_idempotent, waitlist_query,
 };
 
@@ -33,7 +33,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             if !who.admin {
                 return Err(ApiError::Forbidden);
             }
-            let body = json_body(req, false)?;
+            let body = json_body(req, EmptyBody::Refused)?;
             let new = body.read(create_resource)?;
             let fingerprint = fingerprint(req, &body.canonical);
             run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
@@ -63,7 +63,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 return Err(ApiError::Forbidden);
             }
             let id = matched.id(ApiError::ResourceNotFound)?;
-            let body = json_body(req, false)?;
+            let body = json_body(req, EmptyBody::Refused)?;
             let change = body.read(update_resource)?;
             let fingerprint = fingerprint(req, &body.canonical);
             let limits = state.config.limits();
@@ -90,7 +90,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             Err(ApiError::Forbidden)
         }
         Op::CreateWebhook => {
-            let body = json_body(req, false)?;
+            let body = json_body(req, EmptyBody::Refused)?;
             let request = body.read(create_webhook)?;
             let fingerprint = fingerprint(req, &body.canonical);
             run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
@@ -119,7 +119,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         }
         Op::RotateWebhookSecret => {
             let id = matched.id(ApiError::WebhookNotFound)?;
-            let body = json_body(req, true)?;
+            let body = json_body(req, EmptyBody::Allowed)?;
             let keep = body.read(|f| {
                 Some(
                     f.optional("keep_previous_seconds", fields::integer(0, booking::KEEP_PREVIOUS_MAX_SECONDS as i32))

@@ -10,7 +10,7 @@ use lambda_http::{Body, Error, Request, Response};
 use shared::AppState;
 use shared::booking::{self, Approval, Confirmed};
 use shared::http::{
-    ApiError, Function, Op, Reply, fingerprint, json_body, principal, respond, route_for, run_idempotent,
+    ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, respond, route_for, run_idempotent,
 };
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
@@ -25,7 +25,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     }
     let id = matched.id(ApiError::ReservationNotFound)?;
     // The body is optional and, when given, must be `{}`: it has no fields.
-    let body = json_body(req, true)?;
+    let body = json_body(req, EmptyBody::Allowed)?;
     body.read(|_| Some(()))?;
     let fingerprint = fingerprint(req, &body.canonical);
     let approval = Approval { principal: &who.id, fingerprint: &fingerprint };

@@ -16,7 +16,7 @@ use shared::AppState;
 use shared::booking::{self, Approval, Attempt, Change, JoinRequest, Joined, Rescheduled, ReserveRequest, Reserved};
 use shared::http::fields::{self, Fields};
 use shared::http::{
-    ApiError, Function, KeyedStatement, Op, Reply, fingerprint, json_body, principal, respond, route_for,
+    ApiError, EmptyBody, Function, KeyedStatement, Op, Reply, fingerprint, json_body, principal, respond, route_for,
     run_idempotent,
 };
 use uuid::Uuid;
@@ -57,7 +57,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     let who = principal(req, &state.config)?;
     match matched.spec.op {
         Op::CreateReservation => {
-            let body = json_body(req, false)?;
+            let body = json_body(req, EmptyBody::Refused)?;
             let input = body.read(create_reservation_body)?;
             let limits = state.config.limits();
             let fingerprint = fingerprint(req, &body.canonical);
@@ -102,7 +102,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         }
         Op::RescheduleReservation => {
             let id = matched.id(ApiError::ReservationNotFound)?;
-            let body = json_body(req, false)?;
+            let body = json_body(req, EmptyBody::Refused)?;
             let change = body.read(reschedule_body)?;
             let fingerprint = fingerprint(req, &body.canonical);
             let limits = state.config.limits();
@@ -133,7 +133,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         }
         Op::JoinWaitlist => {
             let resource_id = matched.id(ApiError::ResourceNotFound)?;
-            let body = json_body(req, false)?;
+            let body = json_body(req, EmptyBody::Refused)?;
             let input = body.read(|f| join_waitlist_body(f, resource_id))?;
             let limits = state.config.limits();
             let fingerprint = fingerprint(req, &body.canonical);
@@ -199,7 +199,7 @@ fn join_waitlist_body(f: &mut Fields<'_>, resource_id: Uuid) -> Option<JoinReque
 #[cfg(test)]
 mod tests {
     use super::{create_reservation_body, join_waitlist_body};
-    use shared::http::{ApiError, json_body};
+    use shared::http::{ApiError, EmptyBody, json_body};
 
     fn post(body: &str) -> lambda_http::Request {
         http::Request::builder()
@@ -213,14 +213,15 @@ mod tests {
     fn a_reservation_body_defaults_to_one_unit_held_not_confirmed() {
         let id = uuid::Uuid::now_v7();
         let body = format!(r#"{{"resource_id":"{id}","start":"2027-03-15T10:00:00Z","end":"2027-03-15T11:00:00Z"}}"#);
-        let r = json_body(&post(&body), false).unwrap().read(create_reservation_body).unwrap();
+        let r = json_body(&post(&body), EmptyBody::Refused).unwrap().read(create_reservation_body).unwrap();
         assert_eq!((r.resource_id, r.quantity, r.confirm), (id, 1, false));
     }
 
     #[test]
     fn unknown_fields_and_missing_bounds_are_refused() {
-        let join =
-            |body: &str| json_body(&post(body), false).unwrap().read(|f| join_waitlist_body(f, uuid::Uuid::nil()));
+        let join = |body: &str| {
+            json_body(&post(body), EmptyBody::Refused).unwrap().read(|f| join_waitlist_body(f, uuid::Uuid::nil()))
+        };
         let body = r#"{"start":"2027-03-15T10:00:00Z","end":"2027-03-15T11:00:00Z","seats":2}"#;
         assert!(matches!(join(body), Err(ApiError::Validation(e)) if e[0].field == "seats"));
         let body = r#"{"start":"2027-03-15T10:00:00Z"}"#;

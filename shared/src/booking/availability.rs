@@ -2,7 +2,7 @@
 
 use super::{BookingError, invalid};
 use crate::db::{GenericClient, reservations};
-use crate::domain::calendar::Slot;
+use crate::domain::calendar::{Slot, SlotQuery};
 use crate::domain::{Authority, Claim, FieldError, FreePiece, Limits, Principal, Reservation, Resource, Status};
 use crate::upstream::Block;
 use chrono::{DateTime, Duration, Utc};
@@ -159,14 +159,14 @@ pub async fn slots(
     let near = reservations::active_in_window(c, resource.id, req.from, req.to, now).await?;
     let ours = |b: &Block| near.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
     claims.extend(external.iter().filter(|b| !ours(b)).map(|b| Claim { start: b.start, end: b.end, quantity: 1 }));
-    Ok(resource.calendar.slots(
-        req.from,
-        req.to,
-        req.duration,
-        req.quantity,
-        resource.capacity,
-        &claims,
+    Ok(resource.calendar.slots(&SlotQuery {
+        from: req.from,
+        to: req.to,
+        duration: req.duration,
+        quantity: req.quantity,
+        capacity: resource.capacity,
+        claims: &claims,
         now,
-        now + limits.horizon,
-    ))
+        latest_end: now + limits.horizon,
+    }))
 }

@@ -12,27 +12,32 @@ use crate::domain::{Authority, Claim, Judge, Reservation, Resource, Rule, Waitli
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-/// Refuses `[start, end)` for `quantity` with [`BookingError::OutsideSchedule`] when it
-/// breaks a rule of `resource`. A range the bookings already take outright passes
-/// here: the conditional insert refuses it as taken (`slot-unavailable`); only a
-/// range that fits but for the buffers is refused for them. `except` is the booking
-/// a reschedule moves, left out of its own buffers.
+/// A booking to judge: `quantity` over `[start, end)`; `except` is the booking a
+/// reschedule moves, left out of its own buffers.
+pub(super) struct Candidate {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub quantity: i32,
+    pub except: Option<Uuid>,
+}
+
+/// Refuses `candidate` with [`BookingError::OutsideSchedule`] when it breaks a rule of
+/// `resource`. A range the bookings already take outright passes here: the
+/// conditional insert refuses it as taken (`slot-unavailable`); only a range that
+/// fits but for the buffers is refused for them.
 ///
-/// On capacity 1 the database keeps the kept ranges apart (V12), and counts a lapsed
-/// hold until it is written down, which the insert does only for the holds its own
-/// range meets: the lapsed holds near enough for their buffers to meet this range are
+/// On capacity 1 the database keeps the kept ranges apart, and counts a lapsed hold
+/// until it is written down, which the insert does only for the holds its own range
+/// meets: the lapsed holds near enough for their buffers to meet this range are
 /// written down here first, and handed over.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn judge(
     tx: &impl GenericClient,
     resource: &Resource,
-    start: DateTime<Utc>,
-    end: DateTime<Utc>,
-    quantity: i32,
-    except: Option<Uuid>,
+    candidate: Candidate,
     judge: Judge,
     now: DateTime<Utc>,
 ) -> Result<(), BookingError> {
+    let Candidate { start, end, quantity, except } = candidate;
     let rules = &resource.calendar;
     if !applies(resource) {
         return Ok(());
@@ -61,7 +66,7 @@ pub(super) async fn judge(
 /// Whether a resource's bookings are judged here at all: with rules, or, without,
 /// for the buffers that bookings of a single local unit kept from earlier rules (the
 /// database keeps those apart). Any other resource without rules (upstream, or
-/// capacity N) is judged as before the rules existed.
+/// capacity N) has nothing to judge: every range passes.
 pub(super) fn applies(resource: &Resource) -> bool {
     resource.calendar.any() || (resource.capacity == 1 && resource.authority == Authority::Local)
 }

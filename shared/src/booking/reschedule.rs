@@ -78,7 +78,8 @@ pub async fn reschedule(
         // Judged as a new booking would be, under the lock lock_owned took; a booking
         // that keeps its start is not judged again on notice, advance and grid.
         let judge = if change.start.is_none() { Judge::KeepsStart } else { Judge::Everything };
-        calendar::judge(tx, &resource, start, end, quantity, Some(id), judge, now).await?;
+        let candidate = calendar::Candidate { start, end, quantity, except: Some(id) };
+        calendar::judge(tx, &resource, candidate, judge, now).await?;
     }
     let metadata = change.metadata.unwrap_or_else(|| r.metadata.clone());
     let moved = reservations::move_if_fits(

@@ -207,7 +207,8 @@ pub async fn reserve(
         return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
     }
     // The calendar rules in force now: a change of them waits for this lock.
-    calendar::judge(tx, &resource, req.start, req.end, req.quantity, None, Judge::Everything, now).await?;
+    let candidate = calendar::Candidate { start: req.start, end: req.end, quantity: req.quantity, except: None };
+    calendar::judge(tx, &resource, candidate, Judge::Everything, now).await?;
     if pre.lapsed {
         // Capacity that lapsed goes to the waitlist first, not to whoever asks next.
         let lapsed = reservations::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;

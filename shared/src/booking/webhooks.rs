@@ -3,6 +3,7 @@
 //! while), delete. What is sent to them is `crate::notify`'s.
 
 use super::{BookingError, invalid};
+use crate::config::Secret;
 use crate::db::{GenericClient, resources, webhooks};
 use crate::domain::webhooks::{NewWebhook, RotatedSecret, Webhook, check_event_types, check_url};
 use crate::domain::{FieldError, Principal};
@@ -18,8 +19,8 @@ pub struct WebhookRequest {
 
 /// A signing secret: 244 random bits from the operating system's generator (two
 /// version-4 UUIDs, `getrandom` underneath), as 64 hex digits after `whsec_`.
-fn new_secret() -> String {
-    format!("whsec_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple())
+fn new_secret() -> Secret {
+    Secret(format!("whsec_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple()))
 }
 
 pub async fn create_webhook(

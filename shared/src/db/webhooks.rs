@@ -1,6 +1,7 @@
-//! SQL for the `webhook_endpoints` and `webhook_deliveries` tables (migration V13).
+//! SQL for the `webhook_endpoints` and `webhook_deliveries` tables.
 
 use super::{DbError, GenericClient};
+use crate::config::Secret;
 use crate::domain::webhooks::Webhook;
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
@@ -79,22 +80,22 @@ pub const PURGE_DELIVERIES: &str = "DELETE FROM webhook_deliveries WHERE (event_
 pub struct Target {
     pub id: Uuid,
     pub url: String,
-    pub secret: String,
+    pub secret: Secret,
     /// The secret before a rotation, while it still signs.
-    pub previous_secret: Option<String>,
+    pub previous_secret: Option<Secret>,
 }
 
 impl Target {
     /// The secrets to sign with: the current one, then the previous one while it lasts.
     pub fn secrets(&self) -> Vec<&str> {
-        std::iter::once(self.secret.as_str()).chain(self.previous_secret.as_deref()).collect()
+        std::iter::once(self.secret.expose()).chain(self.previous_secret.as_ref().map(Secret::expose)).collect()
     }
 }
 
 pub struct NewEndpoint<'a> {
     pub id: Uuid,
     pub url: &'a str,
-    pub secret: &'a str,
+    pub secret: &'a Secret,
     pub resource_id: Option<Uuid>,
     pub event_types: &'a [String],
     pub created_by: &'a str,
@@ -117,7 +118,15 @@ pub async fn insert(c: &impl GenericClient, new: &NewEndpoint<'_>) -> Result<Web
     let row = c
         .query_one(
             &stmt,
-            &[&new.id, &new.url, &new.secret, &new.resource_id, &new.event_types, &new.created_by, &new.created_at],
+            &[
+                &new.id,
+                &new.url,
+                &new.secret.expose(),
+                &new.resource_id,
+                &new.event_types,
+                &new.created_by,
+                &new.created_at,
+            ],
         )
         .await?;
     from_row(&row)
@@ -161,8 +170,8 @@ pub async fn due_for_event(
             Ok(Target {
                 id: r.try_get("id")?,
                 url: r.try_get("url")?,
-                secret: r.try_get("secret")?,
-                previous_secret: r.try_get("previous_secret")?,
+                secret: Secret(r.try_get("secret")?),
+                previous_secret: r.try_get::<_, Option<String>>("previous_secret")?.map(Secret),
             })
         })
         .collect()
@@ -173,12 +182,12 @@ pub async fn due_for_event(
 pub async fn rotate_secret(
     c: &impl GenericClient,
     id: Uuid,
-    secret: &str,
+    secret: &Secret,
     previous_until: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Option<(Webhook, Option<DateTime<Utc>>)>, DbError> {
     let stmt = c.prepare_cached(ROTATE_SECRET).await?;
-    let Some(row) = c.query_opt(&stmt, &[&id, &secret, &previous_until, &now]).await? else { return Ok(None) };
+    let Some(row) = c.query_opt(&stmt, &[&id, &secret.expose(), &previous_until, &now]).await? else { return Ok(None) };
     Ok(Some((from_row(&row)?, row.try_get("previous_secret_expires_at")?)))
 }
 
@@ -197,4 +206,22 @@ pub async fn record_delivery(
 pub async fn purge_deliveries(c: &impl GenericClient, before: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
     let stmt = c.prepare_cached(PURGE_DELIVERIES).await?;
     Ok(c.execute(&stmt, &[&before, &limit]).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_targets_secrets_sign_but_never_show_in_debug_output() {
+        let target = Target {
+            id: Uuid::nil(),
+            url: "https://hooks.example.com".into(),
+            secret: Secret::from("whsec_new"),
+            previous_secret: Some(Secret::from("whsec_old")),
+        };
+        let debug = format!("{target:?}");
+        assert!(!debug.contains("whsec_new") && !debug.contains("whsec_old"), "{debug}");
+        assert_eq!(target.secrets(), ["whsec_new", "whsec_old"]);
+    }
 }

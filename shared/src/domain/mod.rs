@@ -3,11 +3,13 @@
 
 pub mod calendar;
 mod load;
+mod patch;
 mod validate;
 pub mod webhooks;
 
 pub use calendar::{CalendarChange, CalendarRules, Judge, Rule, Schedule};
 pub use load::{Claim, FreePiece, free_pieces, load_segments, peak_load};
+pub use patch::Patch;
 pub use validate::{FieldError, Limits, Metadata, validate_metadata, validate_range};
 
 use chrono::{DateTime, Utc};

@@ -2,6 +2,7 @@
 //! resource or all) and the rules for it. Delivery is `crate::notify`'s.
 
 use super::FieldError;
+use crate::config::Secret;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
@@ -39,7 +40,8 @@ pub struct Webhook {
 pub struct NewWebhook {
     #[serde(flatten)]
     pub webhook: Webhook,
-    pub secret: String,
+    #[serde(serialize_with = "shown_once")]
+    pub secret: Secret,
 }
 
 /// The answer to a rotation: the new secret, shown this once, and until when the
@@ -48,8 +50,15 @@ pub struct NewWebhook {
 pub struct RotatedSecret {
     #[serde(flatten)]
     pub webhook: Webhook,
-    pub secret: String,
+    #[serde(serialize_with = "shown_once")]
+    pub secret: Secret,
     pub previous_secret_expires_at: Option<DateTime<Utc>>,
+}
+
+/// A signing secret in the one answer that shows it; everywhere else it stays a
+/// [`Secret`], which no `Debug` output (so no log line) shows.
+fn shown_once<S: serde::Serializer>(secret: &Secret, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(secret.expose())
 }
 
 /// A URL the notifier may POST to: `https://`, or `http://` to a loopback host (a
@@ -139,5 +148,20 @@ mod tests {
         let mut errors = Vec::new();
         check_event_types(vec!["intent.requested".into()], &mut errors);
         assert_eq!(errors.len(), 1, "intents are not events for consumers");
+    }
+
+    #[test]
+    fn a_new_endpoints_secret_is_shown_in_its_answer_and_in_no_debug_output() {
+        let webhook = Webhook {
+            id: Uuid::nil(),
+            url: "https://hooks.example.com".into(),
+            resource_id: None,
+            event_types: vec![],
+            created_by: "admin".into(),
+            created_at: DateTime::<Utc>::UNIX_EPOCH,
+        };
+        let created = NewWebhook { webhook, secret: Secret::from("whsec_0123") };
+        assert!(!format!("{created:?}").contains("whsec_0123"));
+        assert_eq!(serde_json::to_value(&created).unwrap()["secret"], "whsec_0123");
     }
 }

@@ -11,7 +11,7 @@
 //! How a handler reads its body (a new body, such as a PATCH, is read the same way):
 //!
 //! ```ignore
-//! let body = json_body(req, false)?;
+//! let body = json_body(req, EmptyBody::Refused)?;
 //! let input = body.read(|f| {
 //!     // Ask for every field first, so that each one's problem is recorded ...
 //!     let start = f.required("start", timestamp);
@@ -29,7 +29,7 @@
 use super::ApiError;
 use super::request::Rfc3339;
 use crate::domain::calendar::parse_time_zone;
-use crate::domain::{CalendarChange, FieldError, Metadata, Schedule, validate_metadata};
+use crate::domain::{CalendarChange, FieldError, Metadata, Patch, Schedule, validate_metadata};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::cell::RefCell;
@@ -194,21 +194,29 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// A field that may be left out, or `null` to clear it: `None` when it is absent
-    /// or bad (and recorded), `Some(None)` for `null`.
-    pub fn clearable<T>(&mut self, name: &'a str, read: impl Fn(&Value) -> Result<T, String>) -> Option<Option<T>> {
-        match self.take(name)? {
-            Value::Null => Some(None),
-            value => self.check(name, read(value)).map(Some),
+    /// A field that may be left out, or `null` to clear it: [`Patch::Keep`] when it is
+    /// absent or bad (and recorded), [`Patch::Clear`] for `null`.
+    pub fn clearable<T>(&mut self, name: &'a str, read: impl Fn(&Value) -> Result<T, String>) -> Patch<T> {
+        match self.take(name) {
+            None => Patch::Keep,
+            Some(Value::Null) => Patch::Clear,
+            Some(value) => self.check(name, read(value)).map_or(Patch::Keep, Patch::Set),
         }
     }
 
     /// A calendar `schedule` ([`Schedule::from_json`]), `null` clearing it, where
     /// every bad part is an error of its own, named by its path.
-    pub fn schedule(&mut self, name: &'a str) -> Option<Option<Schedule>> {
-        match self.take(name)? {
-            Value::Null => Some(None),
-            value => Schedule::from_json(value, name).map(Some).map_err(|errors| self.errors.extend(errors)).ok(),
+    pub fn schedule(&mut self, name: &'a str) -> Patch<Schedule> {
+        match self.take(name) {
+            None => Patch::Keep,
+            Some(Value::Null) => Patch::Clear,
+            Some(value) => match Schedule::from_json(value, name) {
+                Ok(schedule) => Patch::Set(schedule),
+                Err(errors) => {
+                    self.errors.extend(errors);
+                    Patch::Keep
+                }
+            },
         }
     }
 

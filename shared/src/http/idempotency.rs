@@ -19,7 +19,7 @@
 //! (the key is taken, or the general path must decide) it leaves nothing behind and the
 //! request goes through [`run_idempotent`].
 
-use super::{ApiError, JSON, PROBLEM_JSON, Reply, RouteSpec, mark_replayed};
+use super::{Answer, ApiError, JSON, PROBLEM_JSON, Reply, RouteSpec, mark_replayed};
 use crate::AppState;
 use crate::db::idempotency::{self, Answering, KeyRef, Stored, StoredBody, StoredReply};
 use crate::domain::Principal;
@@ -145,7 +145,7 @@ impl<'r> KeyedStatement<'r> {
 
     /// The first answer of a request the statement settled.
     pub fn first_answer(&self, reply: Reply) -> Response<Body> {
-        mark_replayed(reply.into_response(), false)
+        mark_replayed(reply.into_response(), Answer::First)
     }
 }
 
@@ -199,7 +199,7 @@ pub async fn run_idempotent(
                 if fingerprint != fp {
                     return Err(ApiError::IdempotencyKeyReused);
                 }
-                return Ok(mark_replayed(stored_reply(status, &headers, body).into_response(), true));
+                return Ok(mark_replayed(stored_reply(status, &headers, body).into_response(), Answer::Replay));
             }
             Some(Stored::Processing { fingerprint, .. }) if fingerprint != fp => {
                 return Err(ApiError::IdempotencyKeyReused);
@@ -239,7 +239,7 @@ async fn run_claimed(
             // Should the commit's answer be lost, the retry finds the stored answer or
             // nothing, exactly as the transaction went: both or neither.
             tx.commit().await?;
-            Ok(mark_replayed(reply.into_response(), false))
+            Ok(mark_replayed(reply.into_response(), Answer::First))
         }
         Err(e) if e.is_final() => {
             tx.rollback().await?;
@@ -247,7 +247,7 @@ async fn run_claimed(
             let stored = (reply.status.as_u16(), &stored_headers(&reply), reply.body.as_slice());
             let now = state.clock.now();
             idempotency::store_failure(&state.pool.get().await?, k, fp, stored, lease(state, now)).await?;
-            Ok(mark_replayed(reply.into_response(), false))
+            Ok(mark_replayed(reply.into_response(), Answer::First))
         }
         Err(e) => Err(e),
     }

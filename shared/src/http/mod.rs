@@ -16,7 +16,7 @@ pub use idempotency::{KeyedStatement, fingerprint, run_idempotent};
 pub use lambda_http::{Body, Request, Response};
 pub use lists::{own_waitlist_query, reservations_query, resources_query, waitlist_query};
 pub use problem::{ApiError, PROBLEM_BASE, PROBLEM_TYPES, ProblemType, problem_type};
-pub use request::{JsonBody, Rfc3339, json_body, principal, query_names, query_param, query_params};
+pub use request::{EmptyBody, JsonBody, Rfc3339, json_body, principal, query_names, query_param, query_params};
 pub use routes::{Function, Matched, Op, ROUTES, RouteSpec, methods_of, route, route_for};
 
 use http::{HeaderValue, StatusCode, header};
@@ -168,10 +168,22 @@ fn record_subject(span: &tracing::Span, path: &str) {
     }
 }
 
-/// Marks a response as the first answer (`false`) or a replay (`true`) for a key.
-pub(crate) fn mark_replayed(mut response: Response<Body>, replayed: bool) -> Response<Body> {
-    response
-        .headers_mut()
-        .insert("idempotency-replayed", HeaderValue::from_static(if replayed { "true" } else { "false" }));
+/// Which answer under an idempotency key a response is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// The operation ran for this request.
+    First,
+    /// The stored answer of an earlier request with the key.
+    Replay,
+}
+
+/// Marks a response with `Idempotency-Replayed`: `false` for the first answer, `true`
+/// for a replay.
+pub(crate) fn mark_replayed(mut response: Response<Body>, answer: Answer) -> Response<Body> {
+    let replayed = match answer {
+        Answer::First => "false",
+        Answer::Replay => "true",
+    };
+    response.headers_mut().insert("idempotency-replayed", HeaderValue::from_static(replayed));
     response
 }

@@ -21,7 +21,8 @@ const JWT_CHALLENGE: &str = r#"Bearer realm="reservations""#;
 /// standard parameters what this server reads instead.
 const HEADER_CHALLENGE: &str = r#"Bearer realm="reservations", error="invalid_request", error_description="send the principal in the X-Principal header""#;
 
-/// A problem type as its page describes it (`GET /v1/problems/{slug}`).
+/// A problem type: what its answers carry (slug, status, title) and what its page
+/// (`GET /v1/problems/{slug}`) says.
 #[derive(Debug)]
 pub struct ProblemType {
     pub slug: &'static str,
@@ -31,177 +32,210 @@ pub struct ProblemType {
     pub description: &'static str,
 }
 
-/// Every problem type this API answers, in status order.
+/// Every problem type this API answers, in status order: what `GET /v1/problems` pages
+/// describe and what [`ApiError::problem_type`] answers with.
 pub const PROBLEM_TYPES: &[ProblemType] = &[
-    ProblemType {
+    ProblemType::VALIDATION_ERROR,
+    ProblemType::BAD_REQUEST,
+    ProblemType::INVALID_CURSOR,
+    ProblemType::UNAUTHENTICATED,
+    ProblemType::FORBIDDEN,
+    ProblemType::NOT_FOUND,
+    ProblemType::RESOURCE_NOT_FOUND,
+    ProblemType::RESERVATION_NOT_FOUND,
+    ProblemType::WAITLIST_ENTRY_NOT_FOUND,
+    ProblemType::WEBHOOK_NOT_FOUND,
+    ProblemType::PROBLEM_TYPE_NOT_FOUND,
+    ProblemType::METHOD_NOT_ALLOWED,
+    ProblemType::SLOT_UNAVAILABLE,
+    ProblemType::RESERVATION_NOT_HELD,
+    ProblemType::RESERVATION_IN_FLIGHT,
+    ProblemType::RESOURCE_ARCHIVED,
+    ProblemType::RESCHEDULE_NOT_SUPPORTED,
+    ProblemType::CAPACITY_IN_USE,
+    ProblemType::IDEMPOTENCY_KEY_IN_PROGRESS,
+    ProblemType::PAYLOAD_TOO_LARGE,
+    ProblemType::URI_TOO_LONG,
+    ProblemType::UNSUPPORTED_MEDIA_TYPE,
+    ProblemType::OUTSIDE_SCHEDULE,
+    ProblemType::IDEMPOTENCY_KEY_REUSED,
+    ProblemType::REQUEST_HEADER_FIELDS_TOO_LARGE,
+    ProblemType::INTERNAL_ERROR,
+    ProblemType::UPSTREAM_UNAVAILABLE,
+    ProblemType::DATABASE_UNAVAILABLE,
+];
+
+/// The catalogue: each problem type's slug, status, title and page text, written once.
+impl ProblemType {
+    pub const VALIDATION_ERROR: ProblemType = ProblemType {
         slug: "validation-error",
         status: 400,
         title: "The request is not valid",
         description: "A field of the body, a query parameter or the Idempotency-Key header is missing or not acceptable. `errors` lists every one, each with its field and a message; fix them all and send the request again.",
-    },
-    ProblemType {
+    };
+    pub const BAD_REQUEST: ProblemType = ProblemType {
         slug: "bad-request",
         status: 400,
         title: "Bad request",
         description: "The HTTP layer could not read the request: a malformed request line, header or chunked body, or a body that did not arrive in time.",
-    },
-    ProblemType {
+    };
+    pub const INVALID_CURSOR: ProblemType = ProblemType {
         slug: "invalid-cursor",
         status: 400,
         title: "Invalid cursor",
         description: "The `cursor` is not one this list gave out for this principal and these filters (it was changed, made up, or taken from another list). Start again without a cursor.",
-    },
-    ProblemType {
+    };
+    pub const UNAUTHENTICATED: ProblemType = ProblemType {
         slug: "unauthenticated",
         status: 401,
         title: "Authentication required",
         description: "The request carries no valid principal: a bearer token in AWS, the X-Principal header with the dev server. The WWW-Authenticate header says which.",
-    },
-    ProblemType {
+    };
+    pub const FORBIDDEN: ProblemType = ProblemType {
         slug: "forbidden",
         status: 403,
         title: "Forbidden",
         description: "The operation is for admins, and the principal is not one.",
-    },
-    ProblemType {
+    };
+    pub const NOT_FOUND: ProblemType = ProblemType {
         slug: "not-found",
         status: 404,
         title: "Not found",
         description: "No route matches the request's path.",
-    },
-    ProblemType {
+    };
+    pub const RESOURCE_NOT_FOUND: ProblemType = ProblemType {
         slug: "resource-not-found",
         status: 404,
         title: "Resource not found",
         description: "No resource has this id.",
-    },
-    ProblemType {
+    };
+    pub const RESERVATION_NOT_FOUND: ProblemType = ProblemType {
         slug: "reservation-not-found",
         status: 404,
         title: "Reservation not found",
         description: "No reservation with this id is visible to the principal: it does not exist, or it is another principal's.",
-    },
-    ProblemType {
+    };
+    pub const WAITLIST_ENTRY_NOT_FOUND: ProblemType = ProblemType {
         slug: "waitlist-entry-not-found",
         status: 404,
         title: "Waitlist entry not found",
         description: "No waitlist entry with this id is visible to the principal: it does not exist, or it is another principal's.",
-    },
-    ProblemType {
+    };
+    pub const WEBHOOK_NOT_FOUND: ProblemType = ProblemType {
         slug: "webhook-not-found",
         status: 404,
         title: "Webhook not found",
         description: "No webhook endpoint has this id, or it was deleted.",
-    },
-    ProblemType {
+    };
+    pub const PROBLEM_TYPE_NOT_FOUND: ProblemType = ProblemType {
         slug: "problem-type-not-found",
         status: 404,
         title: "Problem type not found",
         description: "No problem type of this API has this slug.",
-    },
-    ProblemType {
+    };
+    pub const METHOD_NOT_ALLOWED: ProblemType = ProblemType {
         slug: "method-not-allowed",
         status: 405,
         title: "Method not allowed",
         description: "The path exists, but not with this method. The Allow header lists the methods it takes.",
-    },
-    ProblemType {
+    };
+    pub const SLOT_UNAVAILABLE: ProblemType = ProblemType {
         slug: "slot-unavailable",
         status: 409,
         title: "Slot unavailable",
         description: "The requested capacity is taken for some part of the range. Choose another range or quantity, or join the waitlist. Under an idempotency key this answer is replayed; a new attempt needs a new key.",
-    },
-    ProblemType {
+    };
+    pub const RESERVATION_NOT_HELD: ProblemType = ProblemType {
         slug: "reservation-not-held",
         status: 409,
         title: "Reservation not held",
         description: "The reservation is no longer a hold (it expired, was released or is already settled), so it cannot be confirmed.",
-    },
-    ProblemType {
+    };
+    pub const RESERVATION_IN_FLIGHT: ProblemType = ProblemType {
         slug: "reservation-in-flight",
         status: 409,
         title: "Reservation in flight",
         description: "The reservation is being confirmed with the external system of record. Read it again, or retry, once it settles.",
-    },
-    ProblemType {
+    };
+    pub const RESOURCE_ARCHIVED: ProblemType = ProblemType {
         slug: "resource-archived",
         status: 409,
         title: "Resource archived",
         description: "The resource is archived: it takes no new holds, waitlist entries, moves or capacity changes. Its bookings stay readable and can still be cancelled.",
-    },
-    ProblemType {
+    };
+    pub const RESCHEDULE_NOT_SUPPORTED: ProblemType = ProblemType {
         slug: "reschedule-not-supported",
         status: 409,
         title: "Reschedule not supported",
         description: "Bookings of an upstream resource cannot be moved: the system of record has no move, and a cancel plus a new booking could lose the seat. Cancel and book again, or change only the metadata.",
-    },
-    ProblemType {
+    };
+    pub const CAPACITY_IN_USE: ProblemType = ProblemType {
         slug: "capacity-in-use",
         status: 409,
         title: "Capacity in use",
         description: "Some instant from now on holds more than the requested capacity; nothing changed. Move or cancel bookings first, or choose a capacity at least as large as `detail` names.",
-    },
-    ProblemType {
+    };
+    pub const IDEMPOTENCY_KEY_IN_PROGRESS: ProblemType = ProblemType {
         slug: "idempotency-key-in-progress",
         status: 409,
         title: "Request in progress",
         description: "A request with this Idempotency-Key is still running. Retry after the Retry-After seconds with the same key to get its answer.",
-    },
-    ProblemType {
+    };
+    pub const PAYLOAD_TOO_LARGE: ProblemType = ProblemType {
         slug: "payload-too-large",
         status: 413,
         title: "Payload too large",
         description: "Request bodies may be at most 64 KiB.",
-    },
-    ProblemType {
+    };
+    pub const URI_TOO_LONG: ProblemType = ProblemType {
         slug: "uri-too-long",
         status: 414,
         title: "URI too long",
         description: "The request's URI is too long.",
-    },
-    ProblemType {
+    };
+    pub const UNSUPPORTED_MEDIA_TYPE: ProblemType = ProblemType {
         slug: "unsupported-media-type",
         status: 415,
         title: "Unsupported media type",
         description: "A request body must be sent as application/json.",
-    },
-    ProblemType {
+    };
+    pub const OUTSIDE_SCHEDULE: ProblemType = ProblemType {
         slug: "outside-schedule",
         status: 422,
         title: "Outside the resource's schedule",
         description: "The range breaks one of the resource's calendar rules, which `rule` names: `closed_day` (no opening hours on the day of the start), `outside_hours` (not inside one stretch of opening hours), `buffer` (the time kept free around bookings overlaps another booking), `notice` (the start is sooner than the minimum notice), `advance` (the start is further ahead than the maximum advance) or `grid` (the start is not on the grid of starts). The resource's fields show its rules, and `GET /v1/resources/{id}/slots` lists the starts that fit.",
-    },
-    ProblemType {
+    };
+    pub const IDEMPOTENCY_KEY_REUSED: ProblemType = ProblemType {
         slug: "idempotency-key-reused",
         status: 422,
         title: "Idempotency key reused",
         description: "This Idempotency-Key was used by the same principal for a different request (another body or path). Use a new key for a new request.",
-    },
-    ProblemType {
+    };
+    pub const REQUEST_HEADER_FIELDS_TOO_LARGE: ProblemType = ProblemType {
         slug: "request-header-fields-too-large",
         status: 431,
         title: "Request header fields too large",
         description: "The request's headers are too many or too large.",
-    },
-    ProblemType {
+    };
+    pub const INTERNAL_ERROR: ProblemType = ProblemType {
         slug: "internal-error",
         status: 500,
         title: "Internal error",
         description: "An unexpected error occurred. Nothing about it is shown to the client; the service logs it.",
-    },
-    ProblemType {
+    };
+    pub const UPSTREAM_UNAVAILABLE: ProblemType = ProblemType {
         slug: "upstream-unavailable",
         status: 503,
         title: "System of record unavailable",
         description: "The external system of record of an upstream resource cannot be reached right now. Retry after the Retry-After seconds.",
-    },
-    ProblemType {
+    };
+    pub const DATABASE_UNAVAILABLE: ProblemType = ProblemType {
         slug: "database-unavailable",
         status: 503,
         title: "Service unavailable",
         description: "The database is briefly unreachable or busy, and the request changed nothing. Retry after the Retry-After seconds.",
-    },
-];
+    };
+}
 
 impl ProblemType {
     /// The page a problem's `type` leads to: what a person reading a problem needs.
@@ -314,136 +348,92 @@ impl ApiError {
     }
 
     pub fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.problem_type().status).expect("a problem type's status is a valid HTTP status")
+    }
+
+    /// The problem type each variant answers with: the one place a variant meets the
+    /// catalogue, so its slug, status and title cannot drift from its page.
+    pub fn problem_type(&self) -> &'static ProblemType {
         match self {
-            ApiError::Validation(_) | ApiError::BadRequest(_) | ApiError::InvalidCursor => StatusCode::BAD_REQUEST,
-            ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden => StatusCode::FORBIDDEN,
-            ApiError::RouteNotFound
-            | ApiError::ProblemTypeNotFound
-            | ApiError::ResourceNotFound
-            | ApiError::ReservationNotFound
-            | ApiError::WaitlistEntryNotFound
-            | ApiError::WebhookNotFound => StatusCode::NOT_FOUND,
-            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::SlotUnavailable
-            | ApiError::ReservationNotHeld { .. }
-            | ApiError::ReservationInFlight
-            | ApiError::ResourceArchived
-            | ApiError::RescheduleNotSupported
-            | ApiError::CapacityInUse { .. }
-            | ApiError::IdempotencyKeyInProgress { .. } => StatusCode::CONFLICT,
-            ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
-            ApiError::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::IdempotencyKeyReused | ApiError::OutsideSchedule { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::UpstreamUnavailable { .. } | ApiError::DatabaseUnavailable(_) | ApiError::DatabaseBusy(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Validation(_) => &ProblemType::VALIDATION_ERROR,
+            ApiError::BadRequest(_) => &ProblemType::BAD_REQUEST,
+            ApiError::InvalidCursor => &ProblemType::INVALID_CURSOR,
+            ApiError::Unauthenticated(_) => &ProblemType::UNAUTHENTICATED,
+            ApiError::Forbidden => &ProblemType::FORBIDDEN,
+            ApiError::RouteNotFound => &ProblemType::NOT_FOUND,
+            ApiError::ProblemTypeNotFound => &ProblemType::PROBLEM_TYPE_NOT_FOUND,
+            ApiError::ResourceNotFound => &ProblemType::RESOURCE_NOT_FOUND,
+            ApiError::ReservationNotFound => &ProblemType::RESERVATION_NOT_FOUND,
+            ApiError::WaitlistEntryNotFound => &ProblemType::WAITLIST_ENTRY_NOT_FOUND,
+            ApiError::WebhookNotFound => &ProblemType::WEBHOOK_NOT_FOUND,
+            ApiError::MethodNotAllowed { .. } => &ProblemType::METHOD_NOT_ALLOWED,
+            ApiError::SlotUnavailable => &ProblemType::SLOT_UNAVAILABLE,
+            ApiError::ReservationNotHeld { .. } => &ProblemType::RESERVATION_NOT_HELD,
+            ApiError::ReservationInFlight => &ProblemType::RESERVATION_IN_FLIGHT,
+            ApiError::ResourceArchived => &ProblemType::RESOURCE_ARCHIVED,
+            ApiError::RescheduleNotSupported => &ProblemType::RESCHEDULE_NOT_SUPPORTED,
+            ApiError::CapacityInUse { .. } => &ProblemType::CAPACITY_IN_USE,
+            ApiError::IdempotencyKeyInProgress { .. } => &ProblemType::IDEMPOTENCY_KEY_IN_PROGRESS,
+            ApiError::PayloadTooLarge => &ProblemType::PAYLOAD_TOO_LARGE,
+            ApiError::UriTooLong => &ProblemType::URI_TOO_LONG,
+            ApiError::HeadersTooLarge => &ProblemType::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ApiError::UnsupportedMediaType => &ProblemType::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::IdempotencyKeyReused => &ProblemType::IDEMPOTENCY_KEY_REUSED,
+            ApiError::OutsideSchedule { .. } => &ProblemType::OUTSIDE_SCHEDULE,
+            ApiError::UpstreamUnavailable { .. } => &ProblemType::UPSTREAM_UNAVAILABLE,
+            // The contract has one type for every retryable database condition.
+            ApiError::DatabaseUnavailable(_) | ApiError::DatabaseBusy(_) => &ProblemType::DATABASE_UNAVAILABLE,
+            ApiError::Internal(_) => &ProblemType::INTERNAL_ERROR,
         }
     }
 
-    fn slug_title_detail(&self) -> (&'static str, &'static str, String) {
+    /// What this occurrence of its problem type says: shorter than the page, and
+    /// specific where the variant knows more.
+    fn detail(&self) -> String {
         match self {
-            ApiError::Validation(_) => {
-                ("validation-error", "The request is not valid", "See errors for each field.".into())
+            ApiError::Validation(_) => "See errors for each field.".into(),
+            ApiError::Unauthenticated(_) => "The request carries no valid principal.".into(),
+            ApiError::Forbidden => "This operation is for admins.".into(),
+            ApiError::RouteNotFound => "No route matches this path.".into(),
+            ApiError::ProblemTypeNotFound => "No problem type has this slug.".into(),
+            ApiError::MethodNotAllowed { allow } => format!("This path allows {allow}."),
+            ApiError::PayloadTooLarge => "Request bodies may be at most 64 KiB.".into(),
+            ApiError::BadRequest(detail) => (*detail).into(),
+            ApiError::InvalidCursor => {
+                "The cursor is not one this list gave out for these filters; start again without one.".into()
             }
-            ApiError::Unauthenticated(_) => {
-                ("unauthenticated", "Authentication required", "The request carries no valid principal.".into())
+            ApiError::UriTooLong => "The request's URI is too long.".into(),
+            ApiError::HeadersTooLarge => "The request's headers are too many or too large.".into(),
+            ApiError::UnsupportedMediaType => "Request bodies must be application/json.".into(),
+            ApiError::ResourceNotFound => "No such resource.".into(),
+            ApiError::ReservationNotFound => "No such reservation.".into(),
+            ApiError::WaitlistEntryNotFound => "No such waitlist entry.".into(),
+            ApiError::WebhookNotFound => "No such webhook endpoint.".into(),
+            ApiError::SlotUnavailable => "The requested capacity is taken for some part of the range.".into(),
+            ApiError::ReservationNotHeld { status } => format!("The reservation is {status}."),
+            ApiError::ReservationInFlight => {
+                "The reservation is being confirmed with the system of record; try again when it settles.".into()
             }
-            ApiError::Forbidden => ("forbidden", "Forbidden", "This operation is for admins.".into()),
-            ApiError::RouteNotFound => ("not-found", "Not found", "No route matches this path.".into()),
-            ApiError::ProblemTypeNotFound => {
-                ("problem-type-not-found", "Problem type not found", "No problem type has this slug.".into())
+            ApiError::ResourceArchived => {
+                "The resource is archived: it takes no new holds, waitlist entries or reschedules.".into()
             }
-            ApiError::MethodNotAllowed { allow } => {
-                ("method-not-allowed", "Method not allowed", format!("This path allows {allow}."))
+            ApiError::RescheduleNotSupported => {
+                "Bookings of an upstream resource cannot be moved; cancel and book again.".into()
             }
-            ApiError::PayloadTooLarge => {
-                ("payload-too-large", "Payload too large", "Request bodies may be at most 64 KiB.".into())
+            ApiError::CapacityInUse { peak } => {
+                format!("Up to {peak} places are taken at some instant ahead; the capacity cannot go below that.")
             }
-            ApiError::BadRequest(detail) => ("bad-request", "Bad request", (*detail).into()),
-            ApiError::InvalidCursor => (
-                "invalid-cursor",
-                "Invalid cursor",
-                "The cursor is not one this list gave out for these filters; start again without one.".into(),
-            ),
-            ApiError::UriTooLong => ("uri-too-long", "URI too long", "The request's URI is too long.".into()),
-            ApiError::HeadersTooLarge => (
-                "request-header-fields-too-large",
-                "Request header fields too large",
-                "The request's headers are too many or too large.".into(),
-            ),
-            ApiError::UnsupportedMediaType => {
-                ("unsupported-media-type", "Unsupported media type", "Request bodies must be application/json.".into())
+            ApiError::IdempotencyKeyInProgress { .. } => {
+                "A request with this idempotency key is still being processed.".into()
             }
-            ApiError::ResourceNotFound => ("resource-not-found", "Resource not found", "No such resource.".into()),
-            ApiError::ReservationNotFound => {
-                ("reservation-not-found", "Reservation not found", "No such reservation.".into())
+            ApiError::IdempotencyKeyReused => "This idempotency key was used for a different request.".into(),
+            ApiError::OutsideSchedule { rule } => format!("{} (rule: {})", rule.explain(), rule.as_str()),
+            ApiError::UpstreamUnavailable { .. } => "The external system of record cannot be reached right now.".into(),
+            ApiError::DatabaseUnavailable(_) => "The service is briefly unavailable.".into(),
+            ApiError::DatabaseBusy(_) => {
+                "The request gave way to concurrent work and changed nothing; try it again.".into()
             }
-            ApiError::WaitlistEntryNotFound => {
-                ("waitlist-entry-not-found", "Waitlist entry not found", "No such waitlist entry.".into())
-            }
-            ApiError::WebhookNotFound => ("webhook-not-found", "Webhook not found", "No such webhook endpoint.".into()),
-            ApiError::SlotUnavailable => (
-                "slot-unavailable",
-                "Slot unavailable",
-                "The requested capacity is taken for some part of the range.".into(),
-            ),
-            ApiError::ReservationNotHeld { status } => {
-                ("reservation-not-held", "Reservation not held", format!("The reservation is {status}."))
-            }
-            ApiError::ReservationInFlight => (
-                "reservation-in-flight",
-                "Reservation in flight",
-                "The reservation is being confirmed with the system of record; try again when it settles.".into(),
-            ),
-            ApiError::ResourceArchived => (
-                "resource-archived",
-                "Resource archived",
-                "The resource is archived: it takes no new holds, waitlist entries or reschedules.".into(),
-            ),
-            ApiError::RescheduleNotSupported => (
-                "reschedule-not-supported",
-                "Reschedule not supported",
-                "Bookings of an upstream resource cannot be moved; cancel and book again.".into(),
-            ),
-            ApiError::CapacityInUse { peak } => (
-                "capacity-in-use",
-                "Capacity in use",
-                format!("Up to {peak} places are taken at some instant ahead; the capacity cannot go below that."),
-            ),
-            ApiError::IdempotencyKeyInProgress { .. } => (
-                "idempotency-key-in-progress",
-                "Request in progress",
-                "A request with this idempotency key is still being processed.".into(),
-            ),
-            ApiError::IdempotencyKeyReused => (
-                "idempotency-key-reused",
-                "Idempotency key reused",
-                "This idempotency key was used for a different request.".into(),
-            ),
-            ApiError::OutsideSchedule { rule } => (
-                "outside-schedule",
-                "Outside the resource's schedule",
-                format!("{} (rule: {})", rule.explain(), rule.as_str()),
-            ),
-            ApiError::UpstreamUnavailable { .. } => (
-                "upstream-unavailable",
-                "System of record unavailable",
-                "The external system of record cannot be reached right now.".into(),
-            ),
-            ApiError::DatabaseUnavailable(_) => {
-                ("database-unavailable", "Service unavailable", "The service is briefly unavailable.".into())
-            }
-            // The contract's slug for every retryable database condition.
-            ApiError::DatabaseBusy(_) => (
-                "database-unavailable",
-                "Service busy",
-                "The request gave way to concurrent work and changed nothing; try it again.".into(),
-            ),
-            ApiError::Internal(_) => ("internal-error", "Internal error", "An unexpected error occurred.".into()),
+            ApiError::Internal(_) => "An unexpected error occurred.".into(),
         }
     }
 
@@ -475,7 +465,8 @@ impl ApiError {
             }
             tracing::error!(status = status.as_u16(), error = %chain, "request failed");
         }
-        let (slug, title, detail) = self.slug_title_detail();
+        let problem_type = self.problem_type();
+        let detail = self.detail();
         #[derive(Serialize)]
         struct Problem<'a> {
             #[serde(rename = "type")]
@@ -499,8 +490,9 @@ impl ApiError {
             ApiError::OutsideSchedule { rule } => Some(rule.as_str()),
             _ => None,
         };
-        let kind = format!("{PROBLEM_BASE}{slug}");
-        let problem = Problem { kind, title, status: status.as_u16(), detail, instance, errors, rule };
+        let kind = format!("{PROBLEM_BASE}{}", problem_type.slug);
+        let problem =
+            Problem { kind, title: problem_type.title, status: status.as_u16(), detail, instance, errors, rule };
         let mut reply = Reply::json(status, &problem);
         reply.content_type = PROBLEM_JSON;
         reply.retry_after = match &self {
@@ -611,43 +603,64 @@ mod tests {
         assert!(body.get("errors").is_none());
     }
 
+    /// One example of each variant, in declaration order: the variant after `e`'s, or
+    /// `None` after the last. The match has no wildcard, so a new variant does not
+    /// compile until it joins the walk.
+    fn next_example(e: Option<&ApiError>) -> Option<ApiError> {
+        let Some(e) = e else { return Some(ApiError::Unauthenticated(AuthMode::Jwt)) };
+        Some(match e {
+            ApiError::Unauthenticated(_) => ApiError::Forbidden,
+            ApiError::Forbidden => ApiError::RouteNotFound,
+            ApiError::RouteNotFound => ApiError::ProblemTypeNotFound,
+            ApiError::ProblemTypeNotFound => ApiError::MethodNotAllowed { allow: "GET".into() },
+            ApiError::MethodNotAllowed { .. } => ApiError::Validation(vec![]),
+            ApiError::Validation(_) => ApiError::InvalidCursor,
+            ApiError::InvalidCursor => ApiError::PayloadTooLarge,
+            ApiError::PayloadTooLarge => ApiError::BadRequest("x"),
+            ApiError::BadRequest(_) => ApiError::UriTooLong,
+            ApiError::UriTooLong => ApiError::HeadersTooLarge,
+            ApiError::HeadersTooLarge => ApiError::UnsupportedMediaType,
+            ApiError::UnsupportedMediaType => ApiError::ResourceNotFound,
+            ApiError::ResourceNotFound => ApiError::ReservationNotFound,
+            ApiError::ReservationNotFound => ApiError::WaitlistEntryNotFound,
+            ApiError::WaitlistEntryNotFound => ApiError::WebhookNotFound,
+            ApiError::WebhookNotFound => ApiError::SlotUnavailable,
+            ApiError::SlotUnavailable => ApiError::ReservationNotHeld { status: "EXPIRED" },
+            ApiError::ReservationNotHeld { .. } => ApiError::ReservationInFlight,
+            ApiError::ReservationInFlight => ApiError::ResourceArchived,
+            ApiError::ResourceArchived => ApiError::RescheduleNotSupported,
+            ApiError::RescheduleNotSupported => ApiError::CapacityInUse { peak: 2 },
+            ApiError::CapacityInUse { .. } => ApiError::IdempotencyKeyInProgress { retry_after: 1 },
+            ApiError::IdempotencyKeyInProgress { .. } => ApiError::IdempotencyKeyReused,
+            ApiError::IdempotencyKeyReused => ApiError::OutsideSchedule { rule: Rule::Buffer },
+            ApiError::OutsideSchedule { .. } => ApiError::UpstreamUnavailable { retry_after: 1 },
+            ApiError::UpstreamUnavailable { .. } => ApiError::DatabaseUnavailable(DbError::Unavailable("x".into())),
+            ApiError::DatabaseUnavailable(_) => {
+                let error = "sslmode=x".parse::<tokio_postgres::Config>().unwrap_err();
+                ApiError::DatabaseBusy(DbError::Busy(error))
+            }
+            ApiError::DatabaseBusy(_) => ApiError::Internal("x".into()),
+            ApiError::Internal(_) => return None,
+        })
+    }
+
     #[test]
     fn every_problem_answered_is_described_on_its_page_with_its_status_and_title() {
-        let errors = [
-            ApiError::Validation(vec![]),
-            ApiError::BadRequest("x"),
-            ApiError::Unauthenticated(AuthMode::Jwt),
-            ApiError::Forbidden,
-            ApiError::RouteNotFound,
-            ApiError::ProblemTypeNotFound,
-            ApiError::MethodNotAllowed { allow: "GET".into() },
-            ApiError::PayloadTooLarge,
-            ApiError::UriTooLong,
-            ApiError::HeadersTooLarge,
-            ApiError::UnsupportedMediaType,
-            ApiError::ResourceNotFound,
-            ApiError::ReservationNotFound,
-            ApiError::WaitlistEntryNotFound,
-            ApiError::SlotUnavailable,
-            ApiError::ReservationNotHeld { status: "EXPIRED" },
-            ApiError::ReservationInFlight,
-            ApiError::InvalidCursor,
-            ApiError::ResourceArchived,
-            ApiError::RescheduleNotSupported,
-            ApiError::CapacityInUse { peak: 2 },
-            ApiError::IdempotencyKeyInProgress { retry_after: 1 },
-            ApiError::IdempotencyKeyReused,
-            ApiError::OutsideSchedule { rule: Rule::Buffer },
-            ApiError::UpstreamUnavailable { retry_after: 1 },
-            ApiError::DatabaseUnavailable(DbError::Unavailable("x".into())),
-            ApiError::Internal("x".into()),
-        ];
-        for e in errors {
-            let (reply, body) = problem(e);
+        let mut answered = std::collections::BTreeSet::new();
+        let mut variants = 0;
+        let mut e = next_example(None);
+        while let Some(error) = e {
+            variants += 1;
+            e = next_example(Some(&error));
+            let (reply, body) = problem(error);
             let slug = body["type"].as_str().unwrap().strip_prefix(PROBLEM_BASE).unwrap().to_string();
             let page = problem_type(&slug).unwrap_or_else(|| panic!("{slug} has a page"));
             assert_eq!((page.status, page.title), (reply.status.as_u16(), body["title"].as_str().unwrap()), "{slug}");
+            answered.insert(slug);
         }
+        assert_eq!(variants, 29, "the walk reaches every variant");
+        let pages: std::collections::BTreeSet<_> = PROBLEM_TYPES.iter().map(|t| t.slug.to_string()).collect();
+        assert_eq!(answered, pages, "every page describes a problem some variant answers");
     }
 
     #[test]

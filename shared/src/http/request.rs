@@ -62,15 +62,24 @@ impl JsonBody {
     }
 }
 
-/// Reads a JSON object body. `empty_ok` lets a route take no body as `{}`. A key given
-/// twice is a 400 naming it, not the last one silently winning.
-pub fn json_body(req: &Request, empty_ok: bool) -> Result<JsonBody, ApiError> {
+/// Whether a route takes an empty (or whitespace-only) body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmptyBody {
+    /// An empty body is a 400 `validation-error` on field `body`.
+    Refused,
+    /// An empty body reads as `{}`.
+    Allowed,
+}
+
+/// Reads a JSON object body; `empty` says what an empty one is. A key given twice is a
+/// 400 naming it, not the last one silently winning.
+pub fn json_body(req: &Request, empty: EmptyBody) -> Result<JsonBody, ApiError> {
     let bytes: &[u8] = req.body().as_ref();
     if bytes.len() > MAX_BODY {
         return Err(ApiError::PayloadTooLarge);
     }
     let object = if bytes.iter().all(u8::is_ascii_whitespace) {
-        if !empty_ok {
+        if empty == EmptyBody::Refused {
             return Err(ApiError::validation("body", "is required"));
         }
         serde_json::Map::new()

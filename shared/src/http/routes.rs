@@ -159,15 +159,19 @@ impl Matched<'_> {
     }
 }
 
-fn matches<'a>(template: &str, path: &'a str) -> Option<Option<&'a str>> {
-    let (mut t, mut p) = (template.split('/'), path.split('/'));
-    let mut id = None;
-    loop {
-        match (t.next(), p.next()) {
-            (None, None) => return Some(id),
-            (Some("{id}"), Some(seg)) if !seg.is_empty() => id = Some(seg),
-            (Some(a), Some(b)) if a == b => {}
-            _ => return None,
+impl RouteSpec {
+    /// This route matched by `path` (whatever the method), with the path's id where
+    /// the route's template has one; `None` when the path is not this route's.
+    fn matching<'a>(&'static self, path: &'a str) -> Option<Matched<'a>> {
+        let (mut t, mut p) = (self.path.split('/'), path.split('/'));
+        let mut id = None;
+        loop {
+            match (t.next(), p.next()) {
+                (None, None) => return Some(Matched { spec: self, id }),
+                (Some("{id}"), Some(seg)) if !seg.is_empty() => id = Some(seg),
+                (Some(a), Some(b)) if a == b => {}
+                _ => return None,
+            }
         }
     }
 }
@@ -179,9 +183,9 @@ pub fn route<'a>(method: &Method, path: &'a str) -> Result<Matched<'a>, ApiError
     let wanted = if method == Method::HEAD { "GET" } else { method.as_str() };
     for spec in ROUTES {
         if spec.method == wanted
-            && let Some(id) = matches(spec.path, path)
+            && let Some(matched) = spec.matching(path)
         {
-            return Ok(Matched { spec, id });
+            return Ok(matched);
         }
     }
     let allowed = methods_of(path);
@@ -195,7 +199,7 @@ pub fn route<'a>(method: &Method, path: &'a str) -> Result<Matched<'a>, ApiError
 /// path that is no route's.
 pub fn methods_of(path: &str) -> Vec<&'static str> {
     let mut methods = Vec::new();
-    for spec in ROUTES.iter().filter(|spec| matches(spec.path, path).is_some()) {
+    for spec in ROUTES.iter().filter(|spec| spec.matching(path).is_some()) {
         methods.push(spec.method);
         if spec.method == "GET" {
             methods.push("HEAD");
