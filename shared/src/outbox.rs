@@ -53,7 +53,7 @@ impl From<&outbox::Event> for Envelope {
     fn from(e: &outbox::Event) -> Self {
         Envelope {
             id: e.id,
-            kind: e.kind.clone(),
+            kind: e.kind.as_str().to_string(),
             subject_id: e.subject_id,
             occurred_at: e.created_at,
             data: e.payload.clone(),

@@ -13,7 +13,9 @@
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use shared::AppState;
-use shared::booking::{self, Approval, Attempt, Change, JoinRequest, Joined, Rescheduled, ReserveRequest, Reserved};
+use shared::booking::{
+    self, Approval, Attempt, Change, Confirmation, JoinRequest, Joined, Rescheduled, ReserveRequest, Reserved,
+};
 use shared::http::fields::{self, Fields};
 use shared::http::{
     ApiError, EmptyBody, Function, KeyedStatement, Op, Reply, fingerprint, json_body, principal, respond, route_for,
@@ -76,7 +78,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                         None => reply.into_response(),
                     });
                 }
-                Ok(Attempt::NeedsTransaction) => {}
+                Ok(Attempt::GeneralPath) => {}
                 Err(e) => {
                     let e = ApiError::from(e);
                     // A keyed request's refusal (a 4xx) is an answer to store and replay:
@@ -166,9 +168,9 @@ fn create_reservation_body(f: &mut Fields<'_>) -> Option<ReserveRequest> {
     let start = f.required("start", fields::timestamp);
     let end = f.required("end", fields::timestamp);
     let quantity = f.optional("quantity", fields::integer(1, i32::MAX)).unwrap_or(1);
-    let confirm = f.optional("confirm", fields::boolean).unwrap_or(false);
+    let confirmation = Confirmation::of_flag(f.optional("confirm", fields::boolean).unwrap_or(false));
     let metadata = f.metadata("metadata").unwrap_or_default();
-    Some(ReserveRequest { resource_id: resource_id?, start: start?.0, end: end?.0, quantity, confirm, metadata })
+    Some(ReserveRequest { resource_id: resource_id?, start: start?.0, end: end?.0, quantity, confirmation, metadata })
 }
 
 /// The body of `PATCH /v1/reservations/{id}`: any of the range, the quantity and the
@@ -214,7 +216,7 @@ mod tests {
         let id = uuid::Uuid::now_v7();
         let body = format!(r#"{{"resource_id":"{id}","start":"2027-03-15T10:00:00Z","end":"2027-03-15T11:00:00Z"}}"#);
         let r = json_body(&post(&body), EmptyBody::Refused).unwrap().read(create_reservation_body).unwrap();
-        assert_eq!((r.resource_id, r.quantity, r.confirm), (id, 1, false));
+        assert_eq!((r.resource_id, r.quantity, r.confirmation), (id, 1, shared::booking::Confirmation::Later));
     }
 
     #[test]

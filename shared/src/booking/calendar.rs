@@ -7,7 +7,7 @@
 
 use super::{BookingError, on_freed};
 use crate::db::reservations::Kept;
-use crate::db::{DbError, GenericClient, reservations};
+use crate::db::{DbError, GenericClient, lapse, reservations};
 use crate::domain::{Authority, Claim, Judge, Reservation, Resource, Rule, WaitlistEntry, peak_load};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -45,8 +45,7 @@ pub(super) async fn judge(
     rules.judge(start, end, now, judge).map_err(BookingError::OutsideSchedule)?;
     if resource.capacity == 1 {
         let reach = rules.lapsed_reach();
-        let lapsed =
-            reservations::expire_lapsed_overlapping(tx, resource.id, start - reach, Some(end + reach), now).await?;
+        let lapsed = lapse::expire_lapsed_overlapping(tx, resource.id, start - reach, Some(end + reach), now).await?;
         on_freed(tx, resource, &lapsed, now).await?;
     }
     let (from, to) = rules.buffered(start, end);
@@ -85,9 +84,9 @@ pub(super) async fn expire_lapsed_near(
     let rules = &resource.calendar;
     if rules.any() {
         let reach = rules.lapsed_reach();
-        reservations::expire_lapsed_overlapping(tx, resource.id, start - reach, Some(end + reach), now).await
+        lapse::expire_lapsed_overlapping(tx, resource.id, start - reach, Some(end + reach), now).await
     } else {
-        reservations::expire_lapsed_keeping_buffers(tx, resource.id, start, end, now).await
+        lapse::expire_lapsed_keeping_buffers(tx, resource.id, start, end, now).await
     }
 }
 

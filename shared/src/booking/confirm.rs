@@ -2,7 +2,7 @@
 
 use super::BookingError;
 use super::get_resource;
-use super::reserve::{Approval, request_intent, upstream_reachable};
+use super::hold::{Approval, request_intent, upstream_reachable};
 use crate::db::{self, GenericClient, reservations};
 use crate::domain::{Authority, Principal, Reservation, Source, Status, WaitlistStatus};
 use chrono::{DateTime, Utc};

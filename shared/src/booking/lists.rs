@@ -17,7 +17,7 @@
 
 use super::cursor::{self, CursorKey, Position, Scope};
 use super::{BookingError, invalid};
-use crate::db::{GenericClient, reservations, resources, waitlist, webhooks};
+use crate::db::{GenericClient, reservation_lists, resources, waitlist, webhooks};
 use crate::domain::webhooks::Webhook;
 use crate::domain::{Principal, Reservation, Resource, Status, WaitlistEntry};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -84,9 +84,9 @@ pub async fn list_reservations(
         .field("from", &text(filter.from))
         .field("to", &text(filter.to));
     let after = newest_position(key, &scope, page.cursor.as_deref())?;
-    let rows = reservations::list(
+    let rows = reservation_lists::list(
         c,
-        &reservations::ListFilter {
+        &reservation_lists::ListFilter {
             owner: owner.as_deref(),
             resource_id: filter.resource_id,
             statuses: &statuses,

@@ -11,35 +11,37 @@
 //! goes back up one. Every path that changes a resource's load takes the resource lock
 //! first, so those paths serialize per resource and never deadlock; paths on different
 //! resources never contend. One path takes it shared: the one-statement hold of a
-//! capacity-1 resource (`FOR SHARE`, migration V21), whose holds go side by side and
+//! capacity-1 resource (`FOR SHARE`), whose holds go side by side and
 //! are judged by the exclusion constraint; it still waits for, and is waited on by,
 //! every path that takes the row exclusively, so those never meet a hold in flight. A
 //! transaction never takes the row shared and then exclusively: two doing so deadlock.
 //! Each lock is taken in a round trip of its own, never pipelined with the statements
 //! after it (`try_join!` on one transaction): on a fresh connection pipelined
-//! statements were seen to run out of order, against this order.
+//! statements can run out of order, against this order.
 
 mod availability;
 mod calendar;
 mod confirm;
 mod cursor;
 mod handover;
+mod hold;
 mod lists;
 mod release;
 mod reschedule;
-mod reserve;
 mod resources;
 pub mod sweep;
 mod waitlist;
 pub mod waits;
 mod webhooks;
 
+pub use crate::db::hold::Confirmation;
 pub use availability::{
     Availability, SlotsRequest, Taken, TakenStatus, availability, check_window, get_reservation, slots,
 };
 pub use confirm::{Confirmed, confirm};
 pub use cursor::CursorKey;
 pub use handover::{hand_over, on_freed};
+pub use hold::{Approval, Attempt, ReserveRequest, Reserved, hold_at_once, reserve};
 pub use lists::{
     DEFAULT_LIMIT, MAX_LIMIT, OwnWaitlistFilter, Page, PageRequest, ReservationFilter, list_own_waitlist,
     list_reservations, list_resources, list_waitlist, list_webhooks,
@@ -47,7 +49,6 @@ pub use lists::{
 pub(crate) use release::request_cancel;
 pub use release::{Released, release};
 pub use reschedule::{Change, Rescheduled, reschedule};
-pub use reserve::{Approval, Attempt, ReserveRequest, Reserved, hold_at_once, reserve};
 pub use resources::{
     NewResource, ResourceChange, ResourceDefaults, archive_resource, create_resource, get_resource, update_resource,
 };

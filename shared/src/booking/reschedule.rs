@@ -7,7 +7,7 @@
 use super::release::lock_owned;
 use super::{BookingError, calendar, hand_over, invalid, on_freed};
 use crate::db::{GenericClient, reservations};
-use crate::domain::{Authority, Judge, Limits, Metadata, Principal, Reservation, Status, validate_range};
+use crate::domain::{Authority, EventKind, Judge, Limits, Metadata, Principal, Reservation, Status, validate_range};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -93,7 +93,7 @@ pub async fn reschedule(
             quantity,
             metadata: &metadata,
             acted_by: &who.id,
-            rescheduled: moves,
+            event: if moves { EventKind::ReservationRescheduled } else { EventKind::ReservationUpdated },
             now,
         },
     )

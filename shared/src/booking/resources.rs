@@ -9,7 +9,7 @@
 //! of capacity 1 stays exact.
 
 use super::{BookingError, hand_over, on_freed};
-use crate::db::{GenericClient, reservations, resources, waitlist};
+use crate::db::{GenericClient, lapse, reservations, resources, waitlist};
 use crate::domain::{Authority, CalendarChange, CalendarRules, FieldError, Limits, Metadata, Principal, Resource};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -165,7 +165,7 @@ pub async fn update_resource(
         return Err(BookingError::ResourceArchived);
     }
     // Lapsed holds ahead still count for the exclusion constraint: written down first.
-    let lapsed = reservations::expire_lapsed_overlapping(tx, id, now, None, now).await?;
+    let lapsed = lapse::expire_lapsed_overlapping(tx, id, now, None, now).await?;
     if capacity < current.capacity {
         let peak = reservations::peak_ahead(tx, id, now).await?;
         if peak > i64::from(capacity) {

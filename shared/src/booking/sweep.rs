@@ -6,7 +6,7 @@
 
 use super::on_freed;
 use crate::Clock;
-use crate::db::{DbError, idempotency, outbox, reservations, resources, waitlist, webhooks};
+use crate::db::{DbError, idempotency, lapse, outbox, resources, waitlist, webhooks};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -49,14 +49,14 @@ pub async fn expire_lapsed(pool: &Pool, clock: &dyn Clock, bounds: Bounds) -> Re
         }
         let now = clock.now();
         let tx = client.transaction().await?;
-        let expired = reservations::claim_lapsed(&tx, now, bounds.batch).await?;
+        let expired = lapse::claim_lapsed(&tx, now, bounds.batch).await?;
         let Some(first) = expired.first() else {
             tx.commit().await?;
             // Empty: either nothing is left, or what is left is another sweep's (or
             // a busy resource's, whose own next reserve expires it inline). A few
             // tries, then it is the next run's.
             empty_claims += 1;
-            if empty_claims >= 3 || !reservations::any_lapsed(&client, now).await? {
+            if empty_claims >= 3 || !lapse::any_lapsed(&client, now).await? {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;

@@ -5,9 +5,9 @@
 //! and a wait intent waits for the seat (`intents::wait` serves it).
 
 use super::handover::{hand_over, on_freed};
-use super::reserve::Approval;
+use super::hold::Approval;
 use super::{BookingError, invalid};
-use crate::db::{GenericClient, intents, reservations, resources, waitlist};
+use crate::db::{GenericClient, intents, lapse, reservations, resources, waitlist};
 use crate::domain::{
     Authority, IntentState, Judge, Limits, Principal, Status, WaitlistEntry, WaitlistStatus, validate_range,
 };
@@ -73,7 +73,7 @@ pub async fn join_waitlist(
         return Ok(Joined::Existing(existing));
     }
     // Whoever was already waiting gets the lapsed capacity before this newcomer.
-    let lapsed = reservations::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;
+    let lapsed = lapse::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;
     on_freed(tx, &resource, &lapsed, now).await?;
     let inserted = waitlist::insert(
         tx,

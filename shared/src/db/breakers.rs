@@ -4,6 +4,8 @@ use super::{DbError, GenericClient};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+statements![READ, TAKE_PROBE, FAILURE, SUCCESS];
+
 pub const READ: &str = "SELECT consecutive_failures, open_until FROM upstream_breakers WHERE name = $1";
 
 /// One probe may pass once the cool-down is over; whoever sets `probe_owner` first is it.

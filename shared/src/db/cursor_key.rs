@@ -3,6 +3,8 @@
 
 use super::{DbError, GenericClient};
 
+statements![READ];
+
 pub const READ: &str = "SELECT secret FROM list_cursor_key WHERE id = 1";
 
 pub async fn read(c: &impl GenericClient) -> Result<[u8; 32], DbError> {

@@ -3,15 +3,18 @@
 //! A key's row is claimed (`processing`) and completed with the stored response in the
 //! transaction of the mutation it guards: one commit per request. A retry finds the
 //! stored response, or waits on the primary key for its original's transaction to end
-//! (see `idempotency_claim` in migration V6). A failure the client may not retry
-//! unchanged (a 4xx) is stored on its own after the rollback. A keyed hold claims,
-//! holds and stores in one statement ([`Answering`], migration V17); its answer is
-//! stored as the reservation it made, from which the replay is rendered.
+//! (see `idempotency_claim`). A failure the client may not retry unchanged (a 4xx) is
+//! stored on its own after the rollback. A keyed hold claims, holds and stores in one
+//! statement ([`Answering`], `HOLD_KEYED` in hold.rs); its answer is stored as the
+//! reservation it made, from which the replay is rendered ([`FROM_SNAPSHOT`]).
 
+use super::reservations::{columns, from_row};
 use super::{DbError, GenericClient};
 use crate::domain::Reservation;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
+
+statements![CLAIM, READ, COMPLETE, STORE_FAILURE, PURGE_EXPIRED, FROM_SNAPSHOT];
 
 /// The scope a key lives in, plus the key.
 #[derive(Debug, Clone)]
@@ -43,6 +46,11 @@ pub const STORE_FAILURE: &str = "INSERT INTO idempotency_keys (principal, method
      VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $7, $11) \
      ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO NOTHING";
 
+/// A reservation as a keyed hold stored it for its replay (`reservation_snapshot`: the
+/// row the hold answered with), read back into the columns of the table: the replay is
+/// rendered from the same values as the first answer.
+pub const FROM_SNAPSHOT: &str = concat!("SELECT ", columns!(), " FROM jsonb_populate_record(NULL::reservations, $1)");
+
 /// Bounded retention purge, for the scheduled function.
 pub const PURGE_EXPIRED: &str = "DELETE FROM idempotency_keys WHERE ctid IN ( \
      SELECT ctid FROM idempotency_keys WHERE expires_at < $1 ORDER BY expires_at LIMIT $2)";
@@ -59,7 +67,7 @@ pub enum Stored {
 pub enum StoredBody {
     /// The bytes sent.
     Bytes(Vec<u8>),
-    /// The reservation a keyed hold made, as the statement returned it (migration V17):
+    /// The reservation a keyed hold made, as the statement returned it:
     /// its answer is rendered from it, by the code that rendered the first.
     Reservation(Reservation),
 }
@@ -143,7 +151,7 @@ pub async fn read(c: &impl GenericClient, k: &KeyRef<'_>) -> Result<Option<Store
                     Some(bytes) => StoredBody::Bytes(bytes),
                     None => {
                         let snapshot: serde_json::Value = row.try_get("response_reservation")?;
-                        StoredBody::Reservation(super::reservations::from_snapshot(c, &snapshot).await?)
+                        StoredBody::Reservation(from_snapshot(c, &snapshot).await?)
                     }
                 },
             }
@@ -151,6 +159,12 @@ pub async fn read(c: &impl GenericClient, k: &KeyRef<'_>) -> Result<Option<Store
         "processing" => Stored::Processing { fingerprint, locked_until: row.try_get("locked_until")? },
         other => return Err(DbError::Corrupt(format!("idempotency state {other}"))),
     }))
+}
+
+/// See [`FROM_SNAPSHOT`].
+pub async fn from_snapshot(c: &impl GenericClient, snapshot: &serde_json::Value) -> Result<Reservation, DbError> {
+    let stmt = c.prepare_cached(FROM_SNAPSHOT).await?;
+    from_row(&c.query_one(&stmt, &[snapshot]).await?)
 }
 
 /// See [`COMPLETE`]; call it in the transaction that claimed the key.

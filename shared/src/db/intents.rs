@@ -5,6 +5,28 @@ use crate::domain::IntentState;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+statements![
+    INSERT_APPROVAL,
+    INSERT,
+    INSERT_WAIT_APPROVAL,
+    INSERT_WAIT,
+    START_WAIT,
+    REWAIT,
+    LOCK_WAIT,
+    END_WAIT,
+    END_STARTED_WAITS,
+    CLAIM,
+    WAITING,
+    TOUCH_STALE,
+    CLAIM_LAPSED,
+    INSERT_CANCEL,
+    UNCLAIM,
+    POSTPONE,
+    FINISH,
+    OLDEST_UNSETTLED,
+    STATE_OF,
+];
+
 pub const INSERT_APPROVAL: &str = "INSERT INTO approvals (id, reservation_id, principal, action, fingerprint, created_at) \
      VALUES ($1, $2, $3, 'confirm', $4, $5)";
 

@@ -1,126 +1,79 @@
-//! The pool, the migrations, and one module of named SQL per table.
+//! The pool, the migrations, and one module of named SQL per table or mechanism.
 //!
 //! Every query names its columns. Functions take any [`GenericClient`] (a pooled
 //! client or a transaction), so callers decide the transaction boundaries.
 
-pub mod breakers;
-pub mod cursor_key;
-pub mod idempotency;
-pub mod intents;
-pub mod outbox;
-pub mod reservations;
-pub mod resources;
-pub mod seat_polls;
-pub mod upstream_views;
-pub mod waitlist;
-pub mod webhooks;
+/// A module's named statements, each under its full path (`shared::db::hold::HOLD`),
+/// as the module's `STATEMENTS`: what [`STATEMENTS`] gathers.
+macro_rules! statements {
+    ($($name:ident),+ $(,)?) => {
+        /// This module's named statements, gathered into [`super::STATEMENTS`].
+        pub const STATEMENTS: &[(&str, &str)] = &[$((concat!(module_path!(), "::", stringify!($name)), $name)),+];
+    };
+}
+
+/// Declares the modules of named SQL and gathers their statements: a module declared
+/// here is in [`STATEMENTS`], and a test fails for a file of this directory that is not
+/// declared here.
+macro_rules! statement_modules {
+    ($($module:ident),+ $(,)?) => {
+        $(pub mod $module;)+
+
+        /// The modules declared with their statements, for the test that reads the directory.
+        #[cfg(test)]
+        const MODULES: &[&str] = &[$(stringify!($module)),+];
+
+        const PARTS: &[&[(&str, &str)]] = &[$($module::STATEMENTS),+];
+    };
+}
+
+statement_modules! {
+    breakers,
+    cursor_key,
+    hold,
+    idempotency,
+    intents,
+    lapse,
+    outbox,
+    reservation_lists,
+    reservations,
+    resources,
+    seat_polls,
+    upstream_views,
+    waitlist,
+    webhooks,
+}
 
 pub use deadpool_postgres::GenericClient;
 
 /// Every named statement, for the test that prepares each against the migrated schema
-/// (a typo or a dropped column then fails a test, not a request). A unit test checks
-/// that no `pub const` statement of the modules above is missing here.
-pub const STATEMENTS: &[(&str, &str)] = &[
-    ("breakers::READ", breakers::READ),
-    ("breakers::TAKE_PROBE", breakers::TAKE_PROBE),
-    ("breakers::FAILURE", breakers::FAILURE),
-    ("breakers::SUCCESS", breakers::SUCCESS),
-    ("cursor_key::READ", cursor_key::READ),
-    ("idempotency::CLAIM", idempotency::CLAIM),
-    ("idempotency::READ", idempotency::READ),
-    ("idempotency::COMPLETE", idempotency::COMPLETE),
-    ("idempotency::STORE_FAILURE", idempotency::STORE_FAILURE),
-    ("idempotency::PURGE_EXPIRED", idempotency::PURGE_EXPIRED),
-    ("intents::INSERT_APPROVAL", intents::INSERT_APPROVAL),
-    ("intents::INSERT", intents::INSERT),
-    ("intents::CLAIM", intents::CLAIM),
-    ("intents::OLDEST_UNSETTLED", intents::OLDEST_UNSETTLED),
-    ("intents::WAITING", intents::WAITING),
-    ("intents::TOUCH_STALE", intents::TOUCH_STALE),
-    ("intents::CLAIM_LAPSED", intents::CLAIM_LAPSED),
-    ("intents::INSERT_CANCEL", intents::INSERT_CANCEL),
-    ("intents::UNCLAIM", intents::UNCLAIM),
-    ("intents::POSTPONE", intents::POSTPONE),
-    ("intents::FINISH", intents::FINISH),
-    ("intents::STATE_OF", intents::STATE_OF),
-    ("intents::INSERT_WAIT_APPROVAL", intents::INSERT_WAIT_APPROVAL),
-    ("intents::INSERT_WAIT", intents::INSERT_WAIT),
-    ("intents::START_WAIT", intents::START_WAIT),
-    ("intents::REWAIT", intents::REWAIT),
-    ("intents::LOCK_WAIT", intents::LOCK_WAIT),
-    ("intents::END_WAIT", intents::END_WAIT),
-    ("intents::END_STARTED_WAITS", intents::END_STARTED_WAITS),
-    ("outbox::CLAIM_DUE", outbox::CLAIM_DUE),
-    ("outbox::MARK_PUBLISHED", outbox::MARK_PUBLISHED),
-    ("outbox::MARK_FAILED", outbox::MARK_FAILED),
-    ("outbox::STALL", outbox::STALL),
-    ("outbox::RELEASE", outbox::RELEASE),
-    ("outbox::PURGE_PUBLISHED", outbox::PURGE_PUBLISHED),
-    ("outbox::PENDING", outbox::PENDING),
-    ("outbox::OLDEST_PENDING", outbox::OLDEST_PENDING),
-    ("outbox::INSERT_INTENT_MESSAGE", outbox::INSERT_INTENT_MESSAGE),
-    ("reservations::INSERT_IF_FITS", reservations::INSERT_IF_FITS),
-    ("reservations::HOLD", reservations::HOLD),
-    ("reservations::HOLD_KEYED", reservations::HOLD_KEYED),
-    ("reservations::FROM_SNAPSHOT", reservations::FROM_SNAPSHOT),
-    ("reservations::MOVE_IF_FITS", reservations::MOVE_IF_FITS),
-    ("reservations::PEAK_AHEAD", reservations::PEAK_AHEAD),
-    ("reservations::DETACH_SETTLED", reservations::DETACH_SETTLED),
-    ("reservations::PRECHECK", reservations::PRECHECK),
-    ("reservations::EXPIRE_LAPSED_OVERLAPPING", reservations::EXPIRE_LAPSED_OVERLAPPING),
-    ("reservations::CLAIM_LAPSED", reservations::CLAIM_LAPSED),
-    ("reservations::ANY_LAPSED", reservations::ANY_LAPSED),
-    ("reservations::GET", reservations::GET),
-    ("reservations::LOCK", reservations::LOCK),
-    ("reservations::RESOURCE_OF", reservations::RESOURCE_OF),
-    ("reservations::SET_STATUS", reservations::SET_STATUS),
-    ("reservations::ACTIVE_IN_WINDOW", reservations::ACTIVE_IN_WINDOW),
-    ("reservations::KEPT_NEAR", reservations::KEPT_NEAR),
-    ("reservations::EXPIRE_LAPSED_KEEPING_BUFFERS", reservations::EXPIRE_LAPSED_KEEPING_BUFFERS),
-    ("reservations::LIST_BY_OWNER", reservations::LIST_BY_OWNER),
-    ("reservations::LIST_BY_RESOURCE", reservations::LIST_BY_RESOURCE),
-    ("reservations::LIST_ALL", reservations::LIST_ALL),
-    ("resources::INSERT", resources::INSERT),
-    ("resources::GET", resources::GET),
-    ("resources::LOCK", resources::LOCK),
-    ("resources::LOCK_FOR_CHANGE", resources::LOCK_FOR_CHANGE),
-    ("resources::UPDATE_SETTINGS", resources::UPDATE_SETTINGS),
-    ("resources::ARCHIVE", resources::ARCHIVE),
-    ("seat_polls::SCHEDULE", seat_polls::SCHEDULE),
-    ("seat_polls::DEFER", seat_polls::DEFER),
-    ("seat_polls::CLAIM_DUE", seat_polls::CLAIM_DUE),
-    ("seat_polls::RESCHEDULE", seat_polls::RESCHEDULE),
-    ("seat_polls::FORGET", seat_polls::FORGET),
-    ("resources::LIST", resources::LIST),
-    ("upstream_views::READ", upstream_views::READ),
-    ("upstream_views::TAKE_REFRESH", upstream_views::TAKE_REFRESH),
-    ("upstream_views::STORE", upstream_views::STORE),
-    ("upstream_views::GIVE_BACK", upstream_views::GIVE_BACK),
-    ("waitlist::INSERT", waitlist::INSERT),
-    ("waitlist::ACTIVE_FOR_RANGE", waitlist::ACTIVE_FOR_RANGE),
-    ("waitlist::GET", waitlist::GET),
-    ("waitlist::LOCK", waitlist::LOCK),
-    ("waitlist::RESOURCE_OF", waitlist::RESOURCE_OF),
-    ("waitlist::WAITING_OVERLAPPING", waitlist::WAITING_OVERLAPPING),
-    ("waitlist::MARK_OFFERED", waitlist::MARK_OFFERED),
-    ("waitlist::SETTLE_OFFERS", waitlist::SETTLE_OFFERS),
-    ("waitlist::SET_STATUS", waitlist::SET_STATUS),
-    ("waitlist::CANCEL_WAITING_OF", waitlist::CANCEL_WAITING_OF),
-    ("waitlist::EXPIRE_PASSED", waitlist::EXPIRE_PASSED),
-    ("waitlist::UPSTREAM_QUEUE", waitlist::UPSTREAM_QUEUE),
-    ("waitlist::ACCEPT_WAIT", waitlist::ACCEPT_WAIT),
-    ("waitlist::REQUEST_LEAVE", waitlist::REQUEST_LEAVE),
-    ("waitlist::LIST", waitlist::LIST),
-    ("waitlist::LIST_BY_OWNER", waitlist::LIST_BY_OWNER),
-    ("webhooks::INSERT", webhooks::INSERT),
-    ("webhooks::GET", webhooks::GET),
-    ("webhooks::LIST", webhooks::LIST),
-    ("webhooks::DELETE", webhooks::DELETE),
-    ("webhooks::ROTATE_SECRET", webhooks::ROTATE_SECRET),
-    ("webhooks::DUE_FOR_EVENT", webhooks::DUE_FOR_EVENT),
-    ("webhooks::RECORD_DELIVERY", webhooks::RECORD_DELIVERY),
-    ("webhooks::PURGE_DELIVERIES", webhooks::PURGE_DELIVERIES),
-];
+/// (a typo or a dropped column then fails a test, not a request): the `STATEMENTS` of
+/// every module, as `(full path, SQL)`.
+pub const STATEMENTS: &[(&str, &str)] = &STATEMENT_ARRAY;
+
+const STATEMENT_COUNT: usize = {
+    let (mut n, mut i) = (0, 0);
+    while i < PARTS.len() {
+        n += PARTS[i].len();
+        i += 1;
+    }
+    n
+};
+
+const STATEMENT_ARRAY: [(&str, &str); STATEMENT_COUNT] = {
+    let mut out = [("", ""); STATEMENT_COUNT];
+    let (mut n, mut i) = (0, 0);
+    while i < PARTS.len() {
+        let mut j = 0;
+        while j < PARTS[i].len() {
+            out[n] = PARTS[i][j];
+            n += 1;
+            j += 1;
+        }
+        i += 1;
+    }
+    out
+};
 
 use crate::config::{Config, ConfigError};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -329,26 +282,38 @@ pub fn schema_fingerprint() -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::{MODULES, STATEMENTS};
+
+    /// Every file of `src/db` is a module declared with `statement_modules!`, and every
+    /// `pub const X: &str` in it (a named statement) is in [`STATEMENTS`].
     #[test]
-    fn every_named_statement_of_every_table_module_is_listed_for_preparation() {
-        let sources = [
-            ("breakers", include_str!("breakers.rs")),
-            ("cursor_key", include_str!("cursor_key.rs")),
-            ("idempotency", include_str!("idempotency.rs")),
-            ("intents", include_str!("intents.rs")),
-            ("outbox", include_str!("outbox.rs")),
-            ("reservations", include_str!("reservations.rs")),
-            ("resources", include_str!("resources.rs")),
-            ("upstream_views", include_str!("upstream_views.rs")),
-            ("waitlist", include_str!("waitlist.rs")),
-            ("webhooks", include_str!("webhooks.rs")),
-        ];
-        for (module, source) in sources {
+    fn every_module_and_every_named_statement_is_in_the_registry() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/db");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let module = path.file_stem().and_then(|s| s.to_str()).unwrap().to_string();
+            if module == "mod" {
+                continue;
+            }
+            assert!(MODULES.contains(&module.as_str()), "db/{module} is not declared in statement_modules!");
+            seen += 1;
+            let source = std::fs::read_to_string(&path).unwrap();
             for line in source.lines().filter(|l| l.starts_with("pub const ") && l.contains(": &str")) {
                 let name = line["pub const ".len()..].split(':').next().unwrap();
-                let listed = format!("{module}::{name}");
-                assert!(super::STATEMENTS.iter().any(|(n, _)| *n == listed), "{listed} is not in db::STATEMENTS");
+                let listed = format!("shared::db::{module}::{name}");
+                assert!(STATEMENTS.iter().any(|(n, _)| *n == listed), "{listed} is not in its module's statements!");
             }
         }
+        assert_eq!(seen, MODULES.len());
+    }
+
+    #[test]
+    fn every_statement_is_registered_once() {
+        let mut names: Vec<&str> = STATEMENTS.iter().map(|(n, _)| *n).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), STATEMENTS.len());
+        assert!(STATEMENTS.iter().all(|(_, sql)| !sql.trim().is_empty()));
     }
 }

@@ -1,10 +1,24 @@
 //! SQL for the `outbox` table. Events are written by the statements that change state
-//! (see reservations.rs and waitlist.rs), in the same transaction; this module is the
-//! relay's side: claim what is due, mark it published or failed.
+//! (see reservations.rs, lapse.rs and waitlist.rs), in the same transaction, each with
+//! a kind of [`EventKind`]; this module is the relay's side: claim what is due, mark it
+//! published or failed.
 
 use super::{DbError, GenericClient};
+use crate::domain::EventKind;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
+
+statements![
+    CLAIM_DUE,
+    MARK_PUBLISHED,
+    STALL,
+    RELEASE,
+    MARK_FAILED,
+    PURGE_PUBLISHED,
+    PENDING,
+    OLDEST_PENDING,
+    INSERT_INTENT_MESSAGE,
+];
 
 /// Claims due events in order, skipping rows another relay holds and the events a
 /// stalled subject holds back ([`STALL`]), and leases them by pushing `next_attempt_at`
@@ -46,15 +60,16 @@ pub const PENDING: &str = "SELECT count(*) FROM outbox WHERE published_at IS NUL
 /// How long the oldest unpublished row has waited: the queue lag an operator watches.
 pub const OLDEST_PENDING: &str = "SELECT min(created_at) FROM outbox WHERE published_at IS NULL";
 
-/// An intent message for the worker, written with the intent.
+/// An intent message for the worker, written with the intent; `$4` is its kind,
+/// `intent.requested`.
 pub const INSERT_INTENT_MESSAGE: &str = "INSERT INTO outbox (topic, kind, subject_id, payload, created_at, next_attempt_at) \
-     VALUES ('intents', 'intent.requested', $1, $2, $3, $3) RETURNING id";
+     VALUES ('intents', $4::text, $1, $2, $3, $3) RETURNING id";
 
 #[derive(Debug, Clone)]
 pub struct Event {
     pub id: Uuid,
     pub seq: i64,
-    pub kind: String,
+    pub kind: EventKind,
     pub subject_id: Uuid,
     pub payload: serde_json::Value,
     pub created_at: DateTime<Utc>,
@@ -93,14 +108,14 @@ pub async fn claim_due(
             Ok(Event {
                 id: r.try_get("id")?,
                 seq: r.try_get("seq")?,
-                kind: r.try_get("kind")?,
+                kind: r.try_get::<_, &str>("kind")?.parse()?,
                 subject_id: r.try_get("subject_id")?,
                 payload: r.try_get("payload")?,
                 created_at: r.try_get("created_at")?,
                 attempts: r.try_get("attempts")?,
             })
         })
-        .collect::<Result<_, tokio_postgres::Error>>()?;
+        .collect::<Result<_, DbError>>()?;
     // UPDATE ... RETURNING does not keep the claim's order.
     events.sort_by_key(|e| e.seq);
     Ok(events)
@@ -151,7 +166,8 @@ pub async fn insert_intent_message(
     let stmt = c.prepare_cached(INSERT_INTENT_MESSAGE).await?;
     let message = serde_json::to_value(crate::outbox::IntentMessage { intent_id, reservation_id })
         .map_err(|e| DbError::Corrupt(format!("intent message: {e}")))?;
-    Ok(c.query_one(&stmt, &[&intent_id, &message, &now]).await?.try_get(0)?)
+    let kind = EventKind::IntentRequested.as_str();
+    Ok(c.query_one(&stmt, &[&intent_id, &message, &now, &kind]).await?.try_get(0)?)
 }
 
 pub async fn pending(c: &impl GenericClient) -> Result<i64, DbError> {

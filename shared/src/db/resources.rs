@@ -9,6 +9,8 @@ use tokio_postgres::Row;
 use tokio_postgres::types::Json;
 use uuid::Uuid;
 
+statements![INSERT, GET, LOCK, LOCK_FOR_CHANGE, UPDATE_SETTINGS, ARCHIVE, LIST];
+
 macro_rules! columns {
     () => {
         "id, name, capacity, authority, upstream_ref, hold_ttl_seconds, offer_ttl_seconds, metadata, archived_at, \

@@ -5,6 +5,8 @@ use super::{DbError, GenericClient};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+statements![SCHEDULE, DEFER, CLAIM_DUE, RESCHEDULE, FORGET];
+
 /// Asks for a poll of the seat at `$2` at the latest (a join, capacity freed locally):
 /// an earlier poll already planned stands, and the backoff starts again.
 pub const SCHEDULE: &str = r#"

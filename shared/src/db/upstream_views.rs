@@ -5,6 +5,8 @@ use super::{DbError, GenericClient};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+statements![READ, TAKE_REFRESH, STORE, GIVE_BACK];
+
 pub const READ: &str = "SELECT taken, fetched_at FROM upstream_views \
      WHERE upstream_ref = $1 AND window_start = $2 AND window_end = $3";
 

@@ -1,10 +1,29 @@
 //! SQL for the `waitlist_entries` table.
 
 use super::{DbError, GenericClient};
-use crate::domain::{Intent, WaitlistEntry, WaitlistStatus};
+use crate::domain::{EventKind, Intent, WaitlistEntry, WaitlistStatus};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 use uuid::Uuid;
+
+statements![
+    INSERT,
+    ACTIVE_FOR_RANGE,
+    GET,
+    LOCK,
+    RESOURCE_OF,
+    WAITING_OVERLAPPING,
+    LIST,
+    LIST_BY_OWNER,
+    MARK_OFFERED,
+    SETTLE_OFFERS,
+    CANCEL_WAITING_OF,
+    SET_STATUS,
+    EXPIRE_PASSED,
+    UPSTREAM_QUEUE,
+    ACCEPT_WAIT,
+    REQUEST_LEAVE,
+];
 
 macro_rules! columns {
     () => {
@@ -175,6 +194,8 @@ pub const LIST_BY_OWNER: &str = concat!(
     "\n    ORDER BY w.created_at DESC, w.id DESC"
 );
 
+/// Marks a waiting entry offered the reservation `$2`, recording `$4`,
+/// `waitlist.offered`.
 pub const MARK_OFFERED: &str = concat!(
     r#"
     WITH upd AS (
@@ -183,7 +204,7 @@ pub const MARK_OFFERED: &str = concat!(
         RETURNING *
     ), ev AS (
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT 'waitlist.offered', upd.id, "#,
+        SELECT $4::text, upd.id, "#,
     event_payload!("upd"),
     r#", $3, $3 FROM upd
     )
@@ -191,7 +212,7 @@ pub const MARK_OFFERED: &str = concat!(
 );
 
 /// Settles the entries behind offers whose reservations moved on (`$2`: ACCEPTED,
-/// EXPIRED or CANCELLED); a lapse records `waitlist.offer_expired`.
+/// EXPIRED or CANCELLED); a lapse records `$4`, `waitlist.offer_expired`.
 pub const SETTLE_OFFERS: &str = concat!(
     r#"
     WITH upd AS (
@@ -200,7 +221,7 @@ pub const SETTLE_OFFERS: &str = concat!(
         RETURNING *
     ), ev AS (
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT 'waitlist.offer_expired', upd.id, "#,
+        SELECT $4::text, upd.id, "#,
     event_payload!("upd"),
     r#", $3, $3 FROM upd WHERE upd.status = 'EXPIRED'
     )
@@ -208,7 +229,8 @@ pub const SETTLE_OFFERS: &str = concat!(
 );
 
 /// Cancels every waiting entry of a resource (`$1`) that is archived: nothing can be
-/// offered for them any more. Offered entries keep their offers.
+/// offered for them any more, and each records `$3`, `waitlist.cancelled`. Offered
+/// entries keep their offers.
 pub const CANCEL_WAITING_OF: &str = concat!(
     r#"
     WITH upd AS (
@@ -217,7 +239,7 @@ pub const CANCEL_WAITING_OF: &str = concat!(
         RETURNING *
     ), ev AS (
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT 'waitlist.cancelled', upd.id, "#,
+        SELECT $3::text, upd.id, "#,
     event_payload!("upd"),
     r#", $2, $2 FROM upd
     )
@@ -381,7 +403,8 @@ pub async fn mark_offered(
     now: DateTime<Utc>,
 ) -> Result<bool, DbError> {
     let stmt = c.prepare_cached(MARK_OFFERED).await?;
-    Ok(c.query_one(&stmt, &[&id, &reservation_id, &now]).await?.try_get::<_, i64>(0)? == 1)
+    let kind = EventKind::WaitlistOffered.as_str();
+    Ok(c.query_one(&stmt, &[&id, &reservation_id, &now, &kind]).await?.try_get::<_, i64>(0)? == 1)
 }
 
 pub async fn settle_offers(
@@ -394,7 +417,8 @@ pub async fn settle_offers(
         return Ok(0);
     }
     let stmt = c.prepare_cached(SETTLE_OFFERS).await?;
-    Ok(c.query_one(&stmt, &[&reservation_ids, &to.as_str(), &now]).await?.try_get::<_, i64>(0)? as u64)
+    let kind = EventKind::WaitlistOfferExpired.as_str();
+    Ok(c.query_one(&stmt, &[&reservation_ids, &to.as_str(), &now, &kind]).await?.try_get::<_, i64>(0)? as u64)
 }
 
 pub async fn set_status(
@@ -445,5 +469,6 @@ fn from_row(row: &Row) -> Result<WaitlistEntry, DbError> {
 
 pub async fn cancel_waiting_of(c: &impl GenericClient, resource_id: Uuid, now: DateTime<Utc>) -> Result<i64, DbError> {
     let stmt = c.prepare_cached(CANCEL_WAITING_OF).await?;
-    Ok(c.query_one(&stmt, &[&resource_id, &now]).await?.try_get(0)?)
+    let kind = EventKind::WaitlistCancelled.as_str();
+    Ok(c.query_one(&stmt, &[&resource_id, &now, &kind]).await?.try_get(0)?)
 }

@@ -7,6 +7,8 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+statements![INSERT, GET, LIST, ROTATE_SECRET, DELETE, DUE_FOR_EVENT, RECORD_DELIVERY, PURGE_DELIVERIES];
+
 macro_rules! columns {
     () => {
         "id, url, resource_id, event_types, created_by, created_at"

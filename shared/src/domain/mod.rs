@@ -36,7 +36,7 @@ macro_rules! text_enum {
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
 
-            pub fn as_str(self) -> &'static str {
+            pub const fn as_str(self) -> &'static str {
                 match self {
                     $($name::$variant => $text,)+
                 }
@@ -61,6 +61,9 @@ macro_rules! text_enum {
         }
     };
 }
+
+pub mod events;
+pub use events::EventKind;
 
 text_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -7,22 +7,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-/// The event types the outbox writes for consumers (`outbox_kind_known`, latest in migration V16,
-/// without the intents topic's `intent.requested`). A test reads the constraint and
-/// checks this list against it.
-pub const EVENT_TYPES: &[&str] = &[
-    "reservation.held",
-    "reservation.confirmed",
-    "reservation.released",
-    "reservation.expired",
-    "reservation.cancelled",
-    "reservation.failed",
-    "reservation.rescheduled",
-    "reservation.updated",
-    "waitlist.offered",
-    "waitlist.offer_expired",
-    "waitlist.cancelled",
-];
+/// The event types an endpoint may ask for: the kinds the outbox writes for consumers
+/// (see [`super::EventKind`]).
+pub const EVENT_TYPES: &[&str] = super::events::CONSUMER_EVENT_TYPES;
 
 /// An endpoint as the API shows it: never its secret.
 #[derive(Debug, Clone, Serialize)]

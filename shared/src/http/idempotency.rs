@@ -90,9 +90,9 @@ fn stored_headers(reply: &Reply) -> serde_json::Value {
     serde_json::Value::Object(h)
 }
 
-/// What a keyed request stores with a mutation that settles in one statement (see
-/// `reservation_hold` with a key, migrations V17 and V22): its key in its scope, the claim's times,
-/// and the answer to a refusal, rendered before the statement runs. The statement's
+/// What a keyed request stores with a mutation that settles in one statement (the
+/// keyed hold, [`crate::db::hold::HOLD_KEYED`]): its key in its scope, the claim's
+/// times, and the answer to a refusal, rendered before the statement runs. The statement's
 /// own answer is the row it returns, stored by the statement.
 pub struct KeyedStatement<'r> {
     principal: &'r str,

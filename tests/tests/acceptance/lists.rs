@@ -9,7 +9,7 @@ use chrono::{Duration, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::clock::ManualClock;
-use shared::db::reservations::{self, ListFilter};
+use shared::db::reservation_lists::{self, ListFilter};
 use shared::domain::Status;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -413,7 +413,7 @@ fn literal<T: ToString>(v: Option<T>, cast: &str) -> String {
     v.map_or("NULL".into(), |v| format!("'{}'::{cast}", v.to_string().replace('\'', "''")))
 }
 
-/// A reservations page's parameters as SQL literals, in the order `reservations::list`
+/// A reservations page's parameters as SQL literals, in the order `reservation_lists::list`
 /// binds them.
 fn reservation_args(f: &ListFilter<'_>) -> String {
     let statuses = (!f.statuses.is_empty())
@@ -505,7 +505,7 @@ async fn on_a_million_reservations_no_list_a_client_asks_for_scans_a_table() {
     ];
     let mut checked = Vec::new();
     for (name, filter) in &cases {
-        let sql = reservations::list_statement(filter);
+        let sql = reservation_lists::list_statement(filter);
         checked.push((name.to_string(), sql, RESERVATION_PARAMS, reservation_args(filter)));
     }
     let resources_sql = shared::db::resources::LIST;

@@ -2,7 +2,7 @@
 //! column fails here, not in a request.
 
 use acceptance::TestApp;
-use shared::db::reservations::{self, Hold, NewHold};
+use shared::db::hold::{self, Confirmation, Hold, NewHold};
 
 #[tokio::test]
 async fn every_named_statement_prepares_against_the_migrated_schema() {
@@ -161,7 +161,7 @@ fn new_hold(room: uuid::Uuid, metadata: &shared::domain::Metadata) -> NewHold<'_
         start,
         end: start + chrono::Duration::hours(1),
         quantity: 1,
-        confirm: false,
+        confirmation: Confirmation::Later,
         metadata,
         now: chrono::Utc::now(),
     }
@@ -177,7 +177,7 @@ async fn a_hold_records_its_event_under_the_id_the_server_made() {
     for capacity in [1, 2] {
         let room = app.resource(capacity).await;
         let hold = new_hold(room, &metadata);
-        let held = reservations::hold(&db, &hold).await.unwrap();
+        let held = hold::hold(&db, &hold).await.unwrap();
         assert!(matches!(held, Hold::Reserved(_)), "capacity {capacity}");
         let events: Vec<uuid::Uuid> = db
             .query("SELECT id FROM outbox WHERE subject_id = $1", &[&hold.id])

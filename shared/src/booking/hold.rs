@@ -1,13 +1,18 @@
-//! Holding (or, with `confirm`, booking) capacity: the path where the race for the last
-//! place is settled. The common case runs in one round trip (`reservation_hold`,
-//! migration V7, latest in V15), in the caller's transaction ([`reserve`]) or, for a
-//! request with no answer to store, in autocommit ([`hold_at_once`]); upstream
-//! resources, calendar rules and lapsed capacity owed to the waitlist take the general
-//! path, in a transaction.
+//! The hold: holding (or, confirmed now, booking) capacity, where the race for the last
+//! place is settled.
+//!
+//! A hold is decided in one statement when it can ([`hold_at_once`], in autocommit:
+//! one round trip and its own commit), and when the request has an `Idempotency-Key`
+//! the same statement claims the key and stores the answer. What that statement leaves
+//! to the general path (upstream resources, calendar rules, kept buffers, lapsed
+//! capacity owed to the waitlist, a key already taken) it leaves untouched, and
+//! [`reserve`] decides it in a transaction, under the resource lock, inside the
+//! idempotency guard. The SQL is [`crate::db::hold`]'s.
 
 use super::{BookingError, calendar, invalid, on_freed};
+use crate::db::hold::{self, Confirmation, Hold, NewHold};
 use crate::db::idempotency::Answering;
-use crate::db::{DbError, GenericClient, intents, outbox, reservations, resources};
+use crate::db::{DbError, GenericClient, intents, lapse, outbox, reservations, resources};
 use crate::domain::{
     Authority, Intent, IntentState, Judge, Limits, Metadata, Principal, Reservation, Resource, Source, Status,
     validate_range,
@@ -56,7 +61,7 @@ pub struct ReserveRequest {
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub quantity: i32,
-    pub confirm: bool,
+    pub confirmation: Confirmation,
     pub metadata: Metadata,
 }
 
@@ -79,17 +84,17 @@ pub enum Reserved {
 pub enum Attempt {
     /// Decided and committed: a hold or booking made, or the range taken.
     Settled(Reserved),
-    /// Nothing was done: the general path must decide, in a transaction ([`reserve`]).
-    NeedsTransaction,
+    /// Nothing was done: the general path must decide, in a transaction ([`reserve`]),
+    /// inside the idempotency guard (which also answers a request whose key was taken).
+    GeneralPath,
 }
 
 /// The common hold in one statement outside any transaction (autocommit: one round
 /// trip, the statement's own commit). With `key`, the statement also claims the
-/// request's idempotency key and stores its answer (`reservation_hold` with the key, V22), so a
-/// keyed hold commits once with its answer too. The statement either decides (and its
-/// writes commit with it) or leaves nothing behind, when the general path must decide
-/// or the key is taken; the caller then runs [`reserve`] in a transaction, inside the
-/// idempotency guard.
+/// request's idempotency key and stores its answer, so a keyed hold commits once with
+/// its answer too. The statement either decides (and its writes commit with it) or
+/// leaves nothing behind, when the general path must decide or the key is taken; the
+/// caller then runs [`reserve`] in a transaction, inside the idempotency guard.
 pub async fn hold_at_once(
     client: &impl GenericClient,
     owner: &Principal,
@@ -99,10 +104,7 @@ pub async fn hold_at_once(
     now: DateTime<Utc>,
 ) -> Result<Attempt, BookingError> {
     validate(req, limits, now)?;
-    Ok(match hold(client, owner, req, key, now).await? {
-        Some(decided) => Attempt::Settled(decided),
-        None => Attempt::NeedsTransaction,
-    })
+    one_statement(client, owner, req, key, now).await
 }
 
 fn validate(req: &ReserveRequest, limits: Limits, now: DateTime<Utc>) -> Result<(), BookingError> {
@@ -116,18 +118,15 @@ fn validate(req: &ReserveRequest, limits: Limits, now: DateTime<Utc>) -> Result<
     Ok(())
 }
 
-/// The one-round-trip hold (`reservation_hold`, with or without a key):
-/// the outcome, or `None` when the general path must decide (an upstream resource,
-/// calendar rules, kept buffers, lapsed capacity owed to the waitlist) or the key is
-/// taken, in which case nothing was written.
-async fn hold(
+/// The one-round-trip hold ([`hold::HOLD`], or [`hold::HOLD_KEYED`] with a key).
+async fn one_statement(
     c: &impl GenericClient,
     owner: &Principal,
     req: &ReserveRequest,
     key: Option<&Answering<'_>>,
     now: DateTime<Utc>,
-) -> Result<Option<Reserved>, BookingError> {
-    let hold = reservations::NewHold {
+) -> Result<Attempt, BookingError> {
+    let new = NewHold {
         id: Uuid::now_v7(),
         event_id: Uuid::now_v7(),
         resource_id: req.resource_id,
@@ -135,33 +134,31 @@ async fn hold(
         start: req.start,
         end: req.end,
         quantity: req.quantity,
-        confirm: req.confirm,
+        confirmation: req.confirmation,
         metadata: &req.metadata,
         now,
     };
     let held = match key {
-        Some(key) => reservations::hold_keyed(c, &hold, key).await?,
-        None => reservations::hold(c, &hold).await?,
+        Some(key) => hold::hold_keyed(c, &new, key).await?,
+        None => hold::hold(c, &new).await?,
     };
     match held {
-        reservations::Hold::General | reservations::Hold::KeyTaken => Ok(None),
-        reservations::Hold::Reserved(r) => Ok(Some(Reserved::Reserved(r))),
-        reservations::Hold::Unavailable => Ok(Some(Reserved::Unavailable)),
-        reservations::Hold::NotFound => Err(BookingError::ResourceNotFound),
-        reservations::Hold::Archived => Err(BookingError::ResourceArchived),
-        reservations::Hold::TooMany { capacity } => {
-            Err(invalid("quantity", format!("must not exceed the capacity of {capacity}")))
-        }
+        Hold::GeneralPath | Hold::KeyTaken => Ok(Attempt::GeneralPath),
+        Hold::Reserved(r) => Ok(Attempt::Settled(Reserved::Reserved(r))),
+        Hold::Unavailable => Ok(Attempt::Settled(Reserved::Unavailable)),
+        Hold::NotFound => Err(BookingError::ResourceNotFound),
+        Hold::Archived => Err(BookingError::ResourceArchived),
+        Hold::TooMany { capacity } => Err(invalid("quantity", format!("must not exceed the capacity of {capacity}"))),
     }
 }
 
-/// Holds (or, with `confirm`, books) capacity: the general path, for what the
+/// Holds (or, confirmed now, books) capacity: the general path, for what the
 /// one-statement hold ([`hold_at_once`]) left to it. Must run inside a transaction: the
 /// resource lock it takes is what makes the load check see every committed competitor.
 /// Commit the transaction on `Ok`, whichever the outcome.
 ///
 /// It does not try the one-statement hold again first: on a capacity-1 resource that
-/// hold takes the resource row shared (V21), and a transaction that then asks for it
+/// hold takes the resource row shared, and a transaction that then asks for it
 /// exclusively, as this path does, deadlocks with another doing the same.
 pub async fn reserve(
     tx: &impl GenericClient,
@@ -172,9 +169,8 @@ pub async fn reserve(
     now: DateTime<Utc>,
 ) -> Result<Reserved, BookingError> {
     validate(req, limits, now)?;
-    let pre = reservations::precheck(tx, req.resource_id, req.start, req.end, now)
-        .await?
-        .ok_or(BookingError::ResourceNotFound)?;
+    let pre =
+        hold::precheck(tx, req.resource_id, req.start, req.end, now).await?.ok_or(BookingError::ResourceNotFound)?;
     if pre.resource.archived_at.is_some() {
         return Err(BookingError::ResourceArchived);
     }
@@ -185,7 +181,8 @@ pub async fn reserve(
     // such rather than as taken; judged again under the lock below.
     pre.resource.calendar.judge(req.start, req.end, now, Judge::Everything).map_err(BookingError::OutsideSchedule)?;
     let upstream = pre.resource.authority == Authority::Upstream;
-    if upstream && req.confirm {
+    let confirm_now = req.confirmation == Confirmation::Now;
+    if upstream && confirm_now {
         upstream_reachable(tx, now).await?;
     }
     if pre.peak + i64::from(req.quantity) > i64::from(pre.resource.capacity) && !pre.lapsed {
@@ -194,9 +191,7 @@ pub async fn reserve(
     }
     // The lock first, in a round trip of its own: every statement after it reads a
     // snapshot taken after the lock was granted, which includes every committed
-    // competitor. (Pipelined with what follows, a statement was seen to run before the
-    // lock on a fresh connection: a snapshot from before the wait, or reservation rows
-    // locked before the resource, against the lock order.)
+    // competitor (pipelined, a statement can run before the lock: see the lock order).
     // The row as the lock found it: it may have been archived, or its capacity changed,
     // since the look.
     let resource = resources::lock(tx, req.resource_id).await?.ok_or(BookingError::ResourceNotFound)?;
@@ -211,10 +206,10 @@ pub async fn reserve(
     calendar::judge(tx, &resource, candidate, Judge::Everything, now).await?;
     if pre.lapsed {
         // Capacity that lapsed goes to the waitlist first, not to whoever asks next.
-        let lapsed = reservations::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;
+        let lapsed = lapse::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;
         on_freed(tx, &resource, &lapsed, now).await?;
     }
-    let (status, expires_at) = match (req.confirm, upstream) {
+    let (status, expires_at) = match (confirm_now, upstream) {
         // The system of record decides: the slot is held locally as CONFIRMING (which
         // is what refuses every competitor here, at once) until the worker settles it.
         (true, true) => (Status::Confirming, None),

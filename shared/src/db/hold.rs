@@ -1,0 +1,206 @@
+//! SQL for the hold: how a request for capacity is decided.
+//!
+//! One statement decides when it can ([`HOLD`], `reservation_hold`): it judges the
+//! request, inserts the reservation with its event, and commits on its own. When the
+//! request carries an `Idempotency-Key`, the same statement claims the key first and
+//! stores the answer last ([`HOLD_KEYED`]), so the hold and its answer commit once.
+//! What the statement cannot decide (upstream resources, calendar rules, kept buffers,
+//! lapsed holds owed to the waitlist) it leaves to the general path, untouched: a
+//! transaction that looks first ([`PRECHECK`]), takes the resource lock and inserts
+//! with [`super::reservations::insert_if_fits`]. The replay of a keyed hold's answer is
+//! read back by [`super::idempotency::read`].
+
+use super::idempotency::Answering;
+use super::reservations::{columns, from_row};
+use super::{DbError, GenericClient};
+use crate::domain::{Metadata, Reservation};
+use chrono::{DateTime, Utc};
+use tokio_postgres::Row;
+use tokio_postgres::types::{Json, ToSql};
+use uuid::Uuid;
+
+statements![HOLD, HOLD_KEYED, PRECHECK];
+
+/// A hold or booking of a local resource in one round trip (`reservation_hold`).
+/// Capacity 1: the resource row shared and the insert with its event, the exclusion
+/// constraint judging it. Capacity N: the lock when it is free (otherwise the look
+/// before waiting for it), the load under it and the insert with its event. One row:
+/// the `outcome` (`reserved` with the row, `unavailable`, `not_found`, `archived`,
+/// `too_many` with the `capacity`, or `general` when the general path must decide:
+/// upstream resources, calendar rules, kept buffers, lapsed holds for the waitlist).
+///
+/// Parameters: `$1` id, `$2` resource, `$3` owner, `$4` start, `$5` end, `$6` quantity,
+/// `$7` confirm, `$8` now, `$9` metadata, `$10` the id of its event in the outbox (made
+/// here, as the reservation's is).
+pub const HOLD: &str = concat!(
+    "SELECT outcome, capacity, ",
+    columns!(),
+    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, p_event_id => $10)"
+);
+
+/// [`HOLD`] for a request with an `Idempotency-Key`: the same function with the key's
+/// arguments after the hold's, which claims the key first and stores the answer last. One more outcome,
+/// `key_taken`, when the key already has a committed row; past `$17` waiting for a
+/// concurrent original, lock_not_available. Outcomes other than `reserved` and
+/// `unavailable` leave nothing behind, the claim included.
+///
+/// Parameters: [`HOLD`]'s ten, then `$11`-`$14` the key's scope and key, `$15`
+/// fingerprint, `$16` when the record may be purged, `$17` the wait (a `lock_timeout`),
+/// `$18`-`$20` the refusal's stored answer (status, headers, body).
+pub const HOLD_KEYED: &str = concat!(
+    "SELECT outcome, capacity, ",
+    columns!(),
+    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
+     p_event_id => $10)"
+);
+
+/// The look before the lock: the resource, the peak load over the range now, and
+/// whether lapsed holds overlap it, in one read that takes no lock and writes nothing.
+/// A request that does not fit by this read is refused at once (the capacity really
+/// was taken at that instant), so a burst of losers never queues on the resource lock
+/// nor waits for a disk flush; only requests that may fit go on to the locked insert.
+pub const PRECHECK: &str = "SELECT r.id, r.name, r.capacity, r.authority, r.upstream_ref, r.hold_ttl_seconds, \
+     r.offer_ttl_seconds, r.metadata, r.archived_at, r.created_at, r.updated_at, r.time_zone, r.schedule, \
+     r.buffer_before_minutes, r.buffer_after_minutes, r.min_notice_minutes, r.max_advance_days, r.slot_minutes, \
+     l.peak AS load, l.lapsed \
+     FROM resources r, reservation_load($1, $2, $3, $4) l WHERE r.id = $1";
+
+/// What [`HOLD`] came to.
+// One value per request, moved once: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Hold {
+    Reserved(Reservation),
+    Unavailable,
+    NotFound,
+    TooMany {
+        capacity: i32,
+    },
+    Archived,
+    /// Nothing was done: the general path must decide, in a transaction.
+    GeneralPath,
+    /// The request's key is taken, by a committed answer or a concurrent original
+    /// (keyed holds only): nothing was done; the idempotency guard decides.
+    KeyTaken,
+}
+
+/// Whether a reserve holds the capacity, to be confirmed later, or books it at once
+/// (the request's `confirm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    /// A hold, which lapses unless confirmed.
+    Later,
+    /// A booking (or, upstream, a confirm sent to the system of record).
+    Now,
+}
+
+impl Confirmation {
+    /// The request's `confirm` flag.
+    pub fn of_flag(confirm: bool) -> Self {
+        if confirm { Confirmation::Now } else { Confirmation::Later }
+    }
+
+    /// The statement's `confirm` parameter.
+    pub fn is_now(self) -> bool {
+        self == Confirmation::Now
+    }
+}
+
+pub struct NewHold<'a> {
+    pub id: Uuid,
+    /// The id of the hold's event in the outbox.
+    pub event_id: Uuid,
+    pub resource_id: Uuid,
+    pub owner: &'a str,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub quantity: i32,
+    pub confirmation: Confirmation,
+    pub metadata: &'a Metadata,
+    pub now: DateTime<Utc>,
+}
+
+/// [`HOLD`]'s parameters, which [`HOLD_KEYED`] begins with too.
+fn hold_params<'a>(
+    h: &'a NewHold<'_>,
+    confirm: &'a bool,
+    metadata: &'a Json<&Metadata>,
+) -> [&'a (dyn ToSql + Sync); 10] {
+    [&h.id, &h.resource_id, &h.owner, &h.start, &h.end, &h.quantity, confirm, &h.now, metadata, &h.event_id]
+}
+
+/// See [`HOLD`].
+pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<Hold, DbError> {
+    let stmt = c.prepare_cached(HOLD).await?;
+    let metadata = Json(h.metadata);
+    let confirm = h.confirmation.is_now();
+    let row = c.query_one(&stmt, &hold_params(h, &confirm, &metadata)).await?;
+    hold_of(&row)
+}
+
+/// See [`HOLD_KEYED`]; for autocommit, where the statement is the transaction.
+pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'_>) -> Result<Hold, DbError> {
+    let stmt = c.prepare_cached(HOLD_KEYED).await?;
+    let metadata = Json(h.metadata);
+    // At least a millisecond: a lock_timeout of 0 would wait forever.
+    let wait = format!("{}ms", a.wait.as_millis().max(1));
+    let refused_status = a.refused.status as i16;
+    let key: [&(dyn ToSql + Sync); 10] = [
+        &a.key.principal,
+        &a.key.method,
+        &a.key.route,
+        &a.key.key,
+        &a.fingerprint,
+        &a.lease.expires_at,
+        &wait,
+        &refused_status,
+        a.refused.headers,
+        &a.refused.body,
+    ];
+    let confirm = h.confirmation.is_now();
+    let row = c.query_one(&stmt, &[&hold_params(h, &confirm, &metadata)[..], &key[..]].concat()).await;
+    match row {
+        Ok(row) => hold_of(&row),
+        // A concurrent original holds the key: nothing was written here.
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => Ok(Hold::KeyTaken),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn hold_of(row: &Row) -> Result<Hold, DbError> {
+    Ok(match row.try_get::<_, &str>("outcome")? {
+        "reserved" => Hold::Reserved(from_row(row)?),
+        "unavailable" => Hold::Unavailable,
+        "not_found" => Hold::NotFound,
+        "too_many" => Hold::TooMany { capacity: row.try_get("capacity")? },
+        "general" => Hold::GeneralPath,
+        "archived" => Hold::Archived,
+        "key_taken" => Hold::KeyTaken,
+        other => return Err(DbError::Corrupt(format!("hold outcome {other}"))),
+    })
+}
+
+/// What [`PRECHECK`] read.
+pub struct Precheck {
+    pub resource: crate::domain::Resource,
+    pub peak: i64,
+    pub lapsed: bool,
+}
+
+/// See [`PRECHECK`]; `None` when the resource does not exist.
+pub async fn precheck(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Option<Precheck>, DbError> {
+    let stmt = c.prepare_cached(PRECHECK).await?;
+    let Some(row) = c.query_opt(&stmt, &[&resource_id, &start, &end, &now]).await? else { return Ok(None) };
+    Ok(Some(Precheck {
+        resource: super::resources::from_row(&row)?,
+        peak: row.try_get::<_, Option<i64>>("load")?.unwrap_or(0),
+        lapsed: row.try_get("lapsed")?,
+    }))
+}
+
