@@ -26,12 +26,13 @@
 use crate::Clock;
 #[cfg(feature = "notify")]
 use crate::db::{DbError, webhooks};
+#[cfg(feature = "notify")]
+use crate::outbox::Envelope;
 use chrono::{DateTime, Utc};
 #[cfg(feature = "notify")]
 use deadpool_postgres::Pool;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
-use uuid::Uuid;
 
 pub const ID_HEADER: &str = "webhook-id";
 pub const TIMESTAMP_HEADER: &str = "webhook-timestamp";
@@ -88,36 +89,6 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
 }
 
-/// What the notifier reads of an event (the outbox's `Envelope`): enough to choose
-/// the endpoints. The body itself is sent as it came.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-pub struct EventHead {
-    pub id: Uuid,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub subject_id: Uuid,
-    pub occurred_at: DateTime<Utc>,
-    #[serde(default)]
-    data: EventData,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
-struct EventData {
-    /// Every reservation and waitlist event names its resource.
-    resource_id: Option<Uuid>,
-}
-
-impl EventHead {
-    /// `None` when the body is not an event.
-    pub fn read(body: &str) -> Option<EventHead> {
-        serde_json::from_str(body).ok()
-    }
-
-    pub fn resource_id(&self) -> Option<Uuid> {
-        self.data.resource_id
-    }
-}
-
 /// The outcome of one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
@@ -157,7 +128,7 @@ impl Sender {
     }
 
     /// `Ok(status)` for a 2xx, else why not.
-    async fn post(&self, target: &webhooks::Target, head: &EventHead, body: &str, now: i64) -> Result<u16, String> {
+    async fn post(&self, target: &webhooks::Target, head: &Envelope, body: &str, now: i64) -> Result<u16, String> {
         let sent = self
             .client
             .post(&target.url)
@@ -182,13 +153,14 @@ impl Sender {
 /// accepted it yet.
 #[cfg(feature = "notify")]
 pub async fn deliver(pool: &Pool, clock: &dyn Clock, sender: &Sender, body: &str) -> Result<Delivery, DbError> {
-    let Some(head) = EventHead::read(body) else {
+    let Some(head) = Envelope::read(body) else {
         return Ok(Delivery::Unreadable);
     };
     // The connection goes back to the pool before any endpoint is called.
     let targets = {
         let client = pool.get().await?;
-        webhooks::due_for_event(&client, head.id, &head.kind, head.resource_id(), head.occurred_at, clock.now()).await?
+        webhooks::due_for_event(&client, head.id, head.kind.as_str(), head.resource_id(), head.occurred_at, clock.now())
+            .await?
     };
     if targets.is_empty() {
         return Ok(Delivery::Done { sent: 0 });
@@ -216,6 +188,8 @@ pub async fn deliver(pool: &Pool, clock: &dyn Clock, sender: &Sender, body: &str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outbox::Envelope;
+    use uuid::Uuid;
 
     #[test]
     fn a_signature_verifies_with_its_secret_and_time_and_nothing_else() {
@@ -258,9 +232,9 @@ mod tests {
             r#"{{"id":"{id}","type":"reservation.held","subject_id":"{id}","occurred_at":"2027-01-01T00:00:00Z",
                 "data":{{"reservation_id":"{id}","resource_id":"{resource}"}}}}"#
         );
-        let head = EventHead::read(&body).unwrap();
+        let head = Envelope::read(&body).unwrap();
         assert_eq!((head.id, head.kind.as_str(), head.resource_id()), (id, "reservation.held", Some(resource)));
-        assert_eq!(EventHead::read("{}"), None);
-        assert_eq!(EventHead::read("not json"), None);
+        assert_eq!(Envelope::read("{}"), None);
+        assert_eq!(Envelope::read("not json"), None);
     }
 }

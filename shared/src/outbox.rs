@@ -7,6 +7,7 @@
 use crate::Clock;
 pub use crate::db::outbox::Topic;
 use crate::db::{DbError, outbox};
+use crate::domain::EventKind;
 use chrono::Duration as ChronoDuration;
 use deadpool_postgres::Pool;
 use serde::Serialize;
@@ -25,11 +26,7 @@ pub struct IntentMessage {
 impl IntentMessage {
     /// The message in an SQS body (an [`Envelope`]); `None` when it is not one.
     pub fn from_body(body: &str) -> Option<IntentMessage> {
-        #[derive(serde::Deserialize)]
-        struct Body {
-            data: IntentMessage,
-        }
-        serde_json::from_str::<Body>(body).ok().map(|b| b.data)
+        Envelope::read(body).and_then(|e| IntentMessage::from_envelope(&e))
     }
 
     /// The message an envelope of the intents topic carries.
@@ -38,22 +35,35 @@ impl IntentMessage {
     }
 }
 
-/// The message body consumers receive.
-#[derive(Debug, Clone, Serialize)]
+/// The message body of both queues: what the relay publishes, and what the notifier
+/// and the intent worker read.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Envelope {
     pub id: uuid::Uuid,
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: EventKind,
     pub subject_id: uuid::Uuid,
     pub occurred_at: chrono::DateTime<chrono::Utc>,
     pub data: serde_json::Value,
+}
+
+impl Envelope {
+    /// The envelope in a message body; `None` when the body is not one.
+    pub fn read(body: &str) -> Option<Envelope> {
+        serde_json::from_str(body).ok()
+    }
+
+    /// The resource an event is about: every reservation and waitlist event names it.
+    pub fn resource_id(&self) -> Option<uuid::Uuid> {
+        self.data.get("resource_id")?.as_str()?.parse().ok()
+    }
 }
 
 impl From<&outbox::Event> for Envelope {
     fn from(e: &outbox::Event) -> Self {
         Envelope {
             id: e.id,
-            kind: e.kind.as_str().to_string(),
+            kind: e.kind,
             subject_id: e.subject_id,
             occurred_at: e.created_at,
             data: e.payload.clone(),

@@ -254,7 +254,7 @@ impl Publisher for RefusesOnce {
 impl RefusesOnce {
     fn kinds_accepted_for(&self, subject: &Value) -> Vec<String> {
         let id = Uuid::parse_str(subject.as_str().unwrap()).unwrap();
-        self.accepted.lock().unwrap().iter().filter(|e| e.subject_id == id).map(|e| e.kind.clone()).collect()
+        self.accepted.lock().unwrap().iter().filter(|e| e.subject_id == id).map(|e| e.kind.to_string()).collect()
     }
 }
 

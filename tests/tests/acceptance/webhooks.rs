@@ -307,7 +307,7 @@ async fn when_a_reservations_event_fails_its_later_events_in_the_batch_wait_and_
     // The relay keeps each subject's order, not the order across subjects (it sends a
     // subject's events one per batch); the notifier gets them as the queue would.
     events.sort_by_key(|e| e.occurred_at);
-    let kinds: Vec<(String, String)> = events.iter().map(|e| (e.kind.clone(), e.subject_id.to_string())).collect();
+    let kinds: Vec<(String, String)> = events.iter().map(|e| (e.kind.to_string(), e.subject_id.to_string())).collect();
     assert_eq!(
         kinds,
         [
