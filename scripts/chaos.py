@@ -1168,8 +1168,8 @@ def main():
             "events": "SELECT seq, kind, payload, created_at FROM outbox WHERE kind LIKE 'reservation.%' ORDER BY seq",
             "keys": "SELECT principal, route, key, state, response_status AS status, "
                     "CASE WHEN state = 'completed' AND response_status IN (200, 201, 202) "
-                    # A keyed hold made in one statement stores the reservation itself
-                    # (V17), from which its answer is rendered; other answers, their body.
+                    # A keyed hold made in one statement stores the reservation itself,
+                    # from which its answer is rendered; other answers, their body.
                     "THEN coalesce(response_reservation ->> 'id', "
                     "convert_from(response_body, 'UTF8')::jsonb ->> 'id') END AS id FROM idempotency_keys "
                     "WHERE route IN ('POST /v1/reservations', 'POST /v1/resources/{id}/waitlist')",

@@ -22,7 +22,7 @@
 //!   on its lock, against **(e)** a pgbench-style "lock one row, insert one row, commit"
 //!   at the same concurrency. The target is (d) >= 60% of (e). Beside it, with no
 //!   target, **(d1)**: the same on one resource of capacity 1, whose holds share the
-//!   lock and are judged by the exclusion constraint (V21), so they do not queue.
+//!   lock and are judged by the exclusion constraint, so they do not queue.
 //! - The database CPU per hold, read from `/proc` for the bench database's backends,
 //!   against a baseline transaction's: the target is at most 2.5x. Beside it, with no
 //!   target, the whole machine's busy CPU per hold against per baseline transaction.
@@ -63,7 +63,6 @@ const DB_CPU_RATIO_TARGET: f64 = 2.5;
 #[derive(Debug, Clone)]
 struct Params {
     quick: bool,
-    admin_url: String,
     pool_size: usize,
     concurrency: usize,
     contenders: usize,
@@ -88,7 +87,6 @@ impl Params {
         let seconds = env_number("BENCH_DURATION_SECS", if quick { 2 } else { 10 })?;
         Ok(Self {
             quick,
-            admin_url: setup::admin_url(),
             pool_size: env_number("BENCH_POOL_SIZE", 16)?,
             concurrency: env_number("BENCH_CONCURRENCY", 32)?,
             contenders: 100,
@@ -124,22 +122,14 @@ fn database_settings(spec: &str) -> Result<Vec<(String, String)>, String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let params = match Params::from_args_and_env() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
+    let params = setup::parameters_or_exit(Params::from_args_and_env());
     print_parameters(&params);
-    let admin_url = params.admin_url.clone();
-    setup::in_fresh_database(&admin_url, setup::BENCH_PREFIX, move |url| run(params, url)).await
+    setup::in_fresh_database(move |url| run(params, url)).await
 }
 
 fn print_parameters(p: &Params) {
-    let cores = std::thread::available_parallelism().map_or_else(|e| format!("unknown ({e})"), |n| n.to_string());
     println!("reservation service bench ({})", if p.quick { "quick" } else { "full" });
-    println!("machine: {cores} cores, {} {}", std::env::consts::OS, std::env::consts::ARCH);
+    println!("machine: {}", setup::machine());
     println!(
         "parameters: server pool {} (BENCH_POOL_SIZE), concurrency {} (BENCH_CONCURRENCY), \
          burst {} contenders x {} rounds, {} resources for throughput, warm-up {:.1} s, measure {:.1} s",

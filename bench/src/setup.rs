@@ -34,16 +34,30 @@ pub fn env_number(name: &str, default: usize) -> Result<usize, String> {
     }
 }
 
-/// Makes a bench database named `prefix` and a random suffix, hands its URL to `run`,
-/// drops the database whatever happened, and turns the outcome into the exit code: 0
-/// when `run` found the service right, 1 when it found it wrong, 2 when it could not
-/// run.
-pub async fn in_fresh_database<F, Fut>(admin_url: &str, prefix: &str, run: F) -> ExitCode
+/// The parameters a binary read from its arguments and the environment; on a usage
+/// error, says it and exits with 2.
+pub fn parameters_or_exit<P>(parsed: Result<P, String>) -> P {
+    parsed.unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    })
+}
+
+/// The machine a number was taken on: its cores, OS and architecture.
+pub fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or_else(|e| format!("unknown ({e})"), |n| n.to_string());
+    format!("{cores} cores, {} {}", std::env::consts::OS, std::env::consts::ARCH)
+}
+
+/// Makes a bench database on [`admin_url`], hands its URL to `run`, drops the database
+/// whatever happened, and turns the outcome into the exit code: 0 when `run` found the
+/// service right, 1 when it found it wrong, 2 when it could not run.
+pub async fn in_fresh_database<F, Fut>(run: F) -> ExitCode
 where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = Result<bool, BoxError>> + Send + 'static,
 {
-    let db = match BenchDatabase::create(admin_url, prefix).await {
+    let db = match BenchDatabase::create(&admin_url()).await {
         Ok(db) => db,
         Err(e) => {
             println!("ERROR: cannot create the bench database: {e}");
@@ -105,22 +119,9 @@ pub async fn connect(url: &str) -> Result<Client, BoxError> {
     Ok(client)
 }
 
-/// `admin_url` pointed at another database, keeping its host, credentials and query.
-fn url_for(admin_url: &str, database: &str) -> String {
-    let (base, query) = admin_url.split_once('?').map_or((admin_url, None), |(b, q)| (b, Some(q)));
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let path_start = base[scheme_end..].find('/').map_or(base.len(), |i| scheme_end + i);
-    let mut url = format!("{}/{}", &base[..path_start], database);
-    if let Some(q) = query {
-        url.push('?');
-        url.push_str(q);
-    }
-    url
-}
-
-/// The prefix of the core bench's databases. `scripts/test` drops every database
-/// named so (with `FORCE`) when it starts and ends, as leftovers of crashed runs.
-pub const BENCH_PREFIX: &str = "rsv_bench";
+/// The prefix of the bench databases. Each run drops its own at the end, whatever
+/// happened; one killed outright leaves it behind, to be dropped by hand.
+const BENCH_PREFIX: &str = "rsv_bench";
 
 /// A database of the bench's own, so that runs never see each other's rows or a
 /// developer's data, and so that the numbers start from empty tables every time.
@@ -131,15 +132,14 @@ pub struct BenchDatabase {
 }
 
 impl BenchDatabase {
-    /// Creates the (empty) database, `prefix` and a random suffix (`prefix` is a
-    /// constant of the caller's, put into the SQL as it is); migrating it is the
-    /// caller's first step, inside the guarded part of the run, so that a failed
-    /// migration still drops it.
-    pub async fn create(admin_url: &str, prefix: &str) -> Result<Self, BoxError> {
-        let name = format!("{prefix}_{}", Uuid::new_v4().simple());
+    /// Creates the (empty) database, [`BENCH_PREFIX`] and a random suffix; migrating
+    /// it is the caller's first step, inside the guarded part of the run, so that a
+    /// failed migration still drops it.
+    pub async fn create(admin_url: &str) -> Result<Self, BoxError> {
+        let name = format!("{BENCH_PREFIX}_{}", Uuid::new_v4().simple());
         let admin = connect(admin_url).await?;
         admin.batch_execute(&format!("CREATE DATABASE {name}")).await?;
-        Ok(Self { admin_url: admin_url.into(), url: url_for(admin_url, &name), name })
+        Ok(Self { admin_url: admin_url.into(), url: acceptance::url_with_database(admin_url, &name), name })
     }
 
     /// Drops the database; `FORCE` ends whatever connections the run left behind
@@ -261,16 +261,4 @@ pub async fn create_resource_with(
     }
     let id = body["id"].as_str().ok_or("POST /v1/resources answered without an id")?;
     Ok(id.parse()?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::url_for;
-
-    #[test]
-    fn url_for_swaps_only_the_database() {
-        assert_eq!(url_for("postgres://u@h:5432/postgres", "x"), "postgres://u@h:5432/x");
-        assert_eq!(url_for("postgres://u@h/postgres?sslmode=disable", "x"), "postgres://u@h/x?sslmode=disable");
-        assert_eq!(url_for("postgres://u@h", "x"), "postgres://u@h/x");
-    }
 }

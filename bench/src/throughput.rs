@@ -188,7 +188,7 @@ pub struct HoldMix {
     /// How many resources the holds spread over.
     pub resources: usize,
     /// Their capacity. Holds of one resource of capacity 2 or more serialize on its
-    /// lock; holds of one capacity-1 resource go side by side (V21).
+    /// lock; holds of one capacity-1 resource go side by side.
     pub capacity: i32,
     /// Whether each request carries an `Idempotency-Key`.
     pub keyed: bool,

@@ -66,7 +66,7 @@ pub const FILL: &str = r#"
     SELECT ('00000000-0000-4000-b000-' || lpad(to_hex(g), 12, '0'))::uuid,
            ('00000000-0000-4000-8000-' || lpad(to_hex(g % 2000), 12, '0'))::uuid,
            'user' || (g % 10000),
-           -- One hour each, so that no owner waits twice for one range (V10's unique index).
+           -- One hour each, so that no owner waits twice for one range (the waitlist's unique index).
            timestamptz '2027-01-01T00:00:00Z' + make_interval(hours => g),
            timestamptz '2027-01-01T00:00:00Z' + make_interval(hours => g + 1),
            1, (ARRAY['WAITING', 'CANCELLED', 'EXPIRED', 'WAITING'])[g % 4 + 1],

@@ -6,7 +6,9 @@
 //! Lambda handlers directly with `lambda_http` requests.
 //!
 //! `TEST_DATABASE_URL` names the server (default: the machine's PostgreSQL on
-//! 127.0.0.1:5432 as `postgres`); test databases are called `rsv_t_*`.
+//! 127.0.0.1:5432 as `postgres`); test databases are named with
+//! `TEST_DATABASE_PREFIX` (default `rsv_t_`; scripts/test sets one per run and drops
+//! the run's databases by it at exit).
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use reqwest::{RequestBuilder, StatusCode};
@@ -29,8 +31,12 @@ pub fn admin_url() -> String {
 
 /// The URL of `admin_url()` pointed at another database.
 pub fn url_for(database: &str) -> String {
-    let admin = admin_url();
-    let (base, query) = admin.split_once('?').map_or((admin.as_str(), None), |(b, q)| (b, Some(q)));
+    url_with_database(&admin_url(), database)
+}
+
+/// `url` pointed at another database, keeping its host, credentials and query.
+pub fn url_with_database(url: &str, database: &str) -> String {
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
     let scheme_end = base.find("://").map_or(0, |i| i + 3);
     let path_start = base[scheme_end..].find('/').map_or(base.len(), |i| scheme_end + i);
     let mut url = format!("{}/{}", &base[..path_start], database);
@@ -51,9 +57,24 @@ async fn connect(url: &str) -> (tokio_postgres::Client, tokio::task::JoinHandle<
     (client, task)
 }
 
-/// A new, migrated database; returns its URL.
+/// The prefix of the test databases' names: `TEST_DATABASE_PREFIX`, else `rsv_t_`. It
+/// goes into SQL as it is, so it may hold only lower-case letters, digits and `_`, and
+/// leaves room for the 32 characters of a UUID within PostgreSQL's 63.
+pub fn database_prefix() -> String {
+    let prefix = std::env::var("TEST_DATABASE_PREFIX").unwrap_or_else(|_| "rsv_t_".into());
+    assert!(
+        !prefix.is_empty()
+            && prefix.len() <= 31
+            && prefix.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+        "TEST_DATABASE_PREFIX must be 1 to 31 of a-z, 0-9 and _, not {prefix:?}"
+    );
+    prefix
+}
+
+/// A new, migrated database named with [`database_prefix`]; returns its URL.
 pub async fn fresh_database() -> String {
     const LOCK: i64 = 0x0072_7376_5f74_706c; // serializes template builds across test processes
+    let name = format!("{}{}", database_prefix(), Uuid::new_v4().simple());
     let (admin, admin_task) = connect(&admin_url()).await;
     let template = format!("rsv_tpl_{:016x}", shared::db::schema_fingerprint());
     admin.execute("SELECT pg_advisory_lock($1)", &[&LOCK]).await.unwrap();
@@ -70,12 +91,21 @@ pub async fn fresh_database() -> String {
         let _ = task.await;
         admin.batch_execute(&format!("ALTER DATABASE {building} RENAME TO {template}")).await.unwrap();
     }
-    let name = format!("rsv_t_{}", Uuid::new_v4().simple());
     admin.batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {template}")).await.unwrap();
     admin.execute("SELECT pg_advisory_unlock($1)", &[&LOCK]).await.unwrap();
     drop(admin);
     let _ = admin_task.await;
     url_for(&name)
+}
+
+/// Drops the database of `url` (one that [`fresh_database`] made), ending whatever
+/// connections are still open to it.
+pub async fn drop_database(url: &str) {
+    let name = url.rsplit('/').next().and_then(|n| n.split('?').next()).expect("a URL that names a database");
+    let (admin, task) = connect(&admin_url()).await;
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await.unwrap();
+    drop(admin);
+    let _ = task.await;
 }
 
 /// A dev server on its own database.
@@ -218,21 +248,81 @@ impl TestApp {
     pub async fn take_messages(&self, topic: shared::outbox::Topic) -> Vec<shared::outbox::Envelope> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let queue = shared::outbox::Queue::Channel(tx);
-        shared::outbox::relay(
-            &self.state.pool,
-            self.state.clock.as_ref(),
-            &queue,
-            topic,
-            std::time::Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
+        self.relay_to(&queue, topic).await;
         drop(queue);
         let mut out = Vec::new();
         while let Some(e) = rx.recv().await {
             out.push(e);
         }
         out
+    }
+
+    /// One run of the relay of `topic` to `publisher`, on this server's clock; its report.
+    pub async fn relay_to(
+        &self,
+        publisher: &impl shared::outbox::Publisher,
+        topic: shared::outbox::Topic,
+    ) -> shared::outbox::RelayReport {
+        shared::outbox::relay(
+            &self.state.pool,
+            self.state.clock.as_ref(),
+            publisher,
+            topic,
+            std::time::Duration::from_secs(30),
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Marks every message of `topic` unsent and due now, as a relay that died before
+    /// marking its batch sent leaves them.
+    pub async fn mark_messages_unsent(&self, topic: shared::outbox::Topic) {
+        self.db()
+            .await
+            .execute(
+                "UPDATE outbox SET published_at = NULL, next_attempt_at = now() WHERE topic = $1",
+                &[&topic.as_str()],
+            )
+            .await
+            .unwrap();
+    }
+
+    /// The number a query of this test's database counts: the first column of its one
+    /// row, e.g. `SELECT count(*) FROM ...`.
+    pub async fn count(&self, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> i64 {
+        self.db().await.query_one(sql, params).await.unwrap().get(0)
+    }
+
+    /// `POST /v1/resources/{resource}/waitlist` as `who`: a wait for `quantity` units of
+    /// `[day + from_hour, day + to_hour)`.
+    pub async fn join_waitlist(
+        &self,
+        who: &str,
+        resource: Uuid,
+        from_hour: i64,
+        to_hour: i64,
+        quantity: i32,
+    ) -> (StatusCode, Value) {
+        let (s, e) = hours(from_hour, to_hour);
+        self.join_waitlist_with(who, resource, &json!({"start": s, "end": e, "quantity": quantity})).await
+    }
+
+    /// `POST /v1/resources/{resource}/waitlist` as `who` with this body.
+    pub async fn join_waitlist_with(&self, who: &str, resource: Uuid, body: &Value) -> (StatusCode, Value) {
+        send(self.post(who, &format!("/v1/resources/{resource}/waitlist"), body)).await
+    }
+
+    /// A waitlist entry as `who` reads it (`entry` is any document with its `id`); it
+    /// must be found.
+    pub async fn waitlist_entry(&self, who: &str, entry: &Value) -> Value {
+        let (status, body) = send(self.get(who, &waitlist_entry_path(&entry["id"]))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+
+    /// A reservation as `who` reads it (a problem document when it is not found).
+    pub async fn reservation(&self, who: &str, id: &Value) -> Value {
+        send(self.get(who, &reservation_path(id))).await.1
     }
 
     /// A direct connection to this test's database, for checking what was stored.
@@ -259,6 +349,11 @@ pub async fn active_claims(db: &deadpool_postgres::Object, resource: Uuid) -> Ve
 /// `/v1/reservations/{id}` for a reservation id as the API answers it.
 pub fn reservation_path(id: &Value) -> String {
     format!("/v1/reservations/{}", id.as_str().expect("a reservation id"))
+}
+
+/// `/v1/waitlist/{id}` for a waitlist entry id as the API answers it.
+pub fn waitlist_entry_path(id: &Value) -> String {
+    format!("/v1/waitlist/{}", id.as_str().expect("a waitlist entry id"))
 }
 
 /// The JSON of a Lambda handler's response body.
@@ -509,4 +604,19 @@ pub async fn invoke_worker(
     let mut event = aws_lambda_events::sqs::SqsEvent::default();
     event.records = records;
     intent_worker::handler(state, lambda_runtime::LambdaEvent::new(event, Default::default())).await.unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_with_database;
+
+    #[test]
+    fn url_with_database_swaps_only_the_database() {
+        assert_eq!(url_with_database("postgres://u@h:5432/postgres", "x"), "postgres://u@h:5432/x");
+        assert_eq!(
+            url_with_database("postgres://u@h/postgres?sslmode=disable", "x"),
+            "postgres://u@h/x?sslmode=disable"
+        );
+        assert_eq!(url_with_database("postgres://u@h", "x"), "postgres://u@h/x");
+    }
 }

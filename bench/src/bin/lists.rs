@@ -31,8 +31,19 @@ struct Shape {
     walks: i64,
 }
 
+/// Walk `i`'s owner: a prime stride spreads the walks over the owners.
 fn user(i: i64) -> String {
     bulk::owner((i * 7919) % bulk::OWNERS)
+}
+
+/// Walk `i`'s resource, spread as [`user`] spreads the owners.
+fn resource(i: i64) -> uuid::Uuid {
+    bulk::resource((i * 7919) % bulk::RESOURCES)
+}
+
+/// The list of one resource's reservations, for walk `i`.
+fn by_resource(i: i64) -> String {
+    format!("/v1/reservations?resource_id={}", resource(i))
 }
 
 fn admin(_: i64) -> String {
@@ -40,14 +51,13 @@ fn admin(_: i64) -> String {
 }
 
 /// A day of the calendar whose reservations were written among the newest rows.
-fn recent_window() -> String {
-    let from = bulk::first_day() + Days::days(200);
-    format!("from={}&to={}", from.to_rfc3339(), (from + Days::days(1)).to_rfc3339()).replace('+', "%2B")
-}
-
+const RECENT_DAY: i64 = 200;
 /// A day whose reservations were written half a million rows back.
-fn old_window() -> String {
-    let from = bulk::first_day() + Days::days(100);
+const OLD_DAY: i64 = 100;
+
+/// `from=...&to=...` for the whole of the data's day `day`.
+fn window(day: i64) -> String {
+    let from = bulk::first_day() + Days::days(day);
     format!("from={}&to={}", from.to_rfc3339(), (from + Days::days(1)).to_rfc3339()).replace('+', "%2B")
 }
 
@@ -55,12 +65,7 @@ fn shapes(quick: bool) -> Vec<Shape> {
     let walks = if quick { 4 } else { 40 };
     vec![
         Shape { name: "own list", who: user, path: |_| "/v1/reservations".into(), walks },
-        Shape {
-            name: "own list by resource",
-            who: user,
-            path: |i| format!("/v1/reservations?resource_id={}", bulk::resource((i * 7919) % bulk::RESOURCES)),
-            walks,
-        },
+        Shape { name: "own list by resource", who: user, path: by_resource, walks },
         Shape { name: "own list by status", who: user, path: |_| "/v1/reservations?status=CONFIRMED".into(), walks },
         Shape {
             name: "own list in a window",
@@ -73,12 +78,7 @@ fn shapes(quick: bool) -> Vec<Shape> {
         },
         Shape { name: "admin: everyone's", who: admin, path: |_| "/v1/reservations".into(), walks },
         Shape { name: "admin: by owner", who: admin, path: |i| format!("/v1/reservations?owner={}", user(i)), walks },
-        Shape {
-            name: "admin: by resource",
-            who: admin,
-            path: |i| format!("/v1/reservations?resource_id={}", bulk::resource((i * 7919) % bulk::RESOURCES)),
-            walks,
-        },
+        Shape { name: "admin: by resource", who: admin, path: by_resource, walks },
         Shape {
             name: "admin: by status",
             who: admin,
@@ -88,7 +88,7 @@ fn shapes(quick: bool) -> Vec<Shape> {
         Shape {
             name: "admin: in a recent window",
             who: admin,
-            path: |_| format!("/v1/reservations?{}", recent_window()),
+            path: |_| format!("/v1/reservations?{}", window(RECENT_DAY)),
             walks,
         },
         // The one list whose filter no index bounds: a window whose reservations were
@@ -96,14 +96,14 @@ fn shapes(quick: bool) -> Vec<Shape> {
         Shape {
             name: "admin: in an old window",
             who: admin,
-            path: |_| format!("/v1/reservations?{}", old_window()),
+            path: |_| format!("/v1/reservations?{}", window(OLD_DAY)),
             walks: if quick { 1 } else { 4 },
         },
         Shape { name: "resources", who: user, path: |_| "/v1/resources".into(), walks },
         Shape {
             name: "a waitlist",
             who: admin,
-            path: |i| format!("/v1/resources/{}/waitlist?limit=20", bulk::resource((i * 7919) % bulk::RESOURCES)),
+            path: |i| format!("/v1/resources/{}/waitlist?limit=20", resource(i)),
             walks,
         },
     ]
@@ -117,14 +117,14 @@ async fn main() -> ExitCode {
     let quick = std::env::args().skip(1).any(|a| a == "--quick");
     println!("lists bench ({})", if quick { "quick" } else { "full" });
     println!(
-        "machine: {} cores; data: {} reservations, {} owners, {} resources, {} waitlist entries",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "machine: {}; data: {} reservations, {} owners, {} resources, {} waitlist entries",
+        setup::machine(),
         bulk::RESERVATIONS,
         bulk::OWNERS,
         bulk::RESOURCES,
         bulk::WAITLIST_ENTRIES
     );
-    setup::in_fresh_database(&setup::admin_url(), setup::BENCH_PREFIX, move |url| run(url, quick)).await
+    setup::in_fresh_database(move |url| run(url, quick)).await
 }
 
 async fn run(database_url: String, quick: bool) -> Result<bool, BoxError> {

@@ -3,7 +3,7 @@
 //! A throwaway database gets one resource with a full weekly schedule (every day
 //! 08:00-20:00 in `Europe/Berlin`), 10-minute buffers either side and a 30-minute
 //! grid, and 10,000 confirmed bookings of 30 minutes, one every 2 hours, written by
-//! SQL (the trigger of V12 keeps their buffered ranges) and analyzed. Then one client
+//! SQL (a trigger keeps their buffered ranges) and analyzed. Then one client
 //! asks the in-process dev server, one request after the other, for the slots of a
 //! month (`GET /v1/resources/{id}/slots?duration=PT30M`) at different months among
 //! the bookings. Every answer must be a 200 with slots; the latency of each request
@@ -29,11 +29,8 @@ const BOOKINGS: i64 = 10_000;
 async fn main() -> ExitCode {
     let quick = std::env::args().skip(1).any(|a| a == "--quick");
     println!("slots bench ({})", if quick { "quick" } else { "full" });
-    println!(
-        "machine: {} cores; data: one resource, {BOOKINGS} bookings, a full weekly schedule",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
-    setup::in_fresh_database(&setup::admin_url(), setup::BENCH_PREFIX, move |url| run(url, quick)).await
+    println!("machine: {}; data: one resource, {BOOKINGS} bookings, a full weekly schedule", setup::machine());
+    setup::in_fresh_database(move |url| run(url, quick)).await
 }
 
 async fn run(database_url: String, quick: bool) -> Result<bool, BoxError> {

@@ -51,10 +51,6 @@ const HOURS: i64 = 16;
 /// The outbox retention asked of the server. The minimum is an hour, so within a
 /// shorter run the outbox only grows; the per-minute count shows by how much.
 const OUTBOX_RETENTION_HOURS: &str = "1";
-/// Not `rsv_bench`: `scripts/test`, run by anyone on the same PostgreSQL, drops those
-/// at once (as leftovers), which would end a ten-minute run. A soak that was killed
-/// leaves its `rsv_soak_*` database behind, to be dropped by hand.
-const DATABASE_PREFIX: &str = "rsv_soak";
 
 #[derive(Debug, Clone)]
 struct Params {
@@ -63,7 +59,6 @@ struct Params {
     clients: usize,
     pool_size: usize,
     sweep_every: Duration,
-    admin_url: String,
 }
 
 const USAGE: &str = "usage: soak [--minutes N]   (see the binary's docs for SOAK_* variables)";
@@ -90,23 +85,15 @@ impl Params {
             clients: env_number("SOAK_CLIENTS", 32)?,
             pool_size: env_number("BENCH_POOL_SIZE", 16)?,
             sweep_every: Duration::from_secs(env_number("SOAK_SWEEP_INTERVAL_SECONDS", 2)? as u64),
-            admin_url: setup::admin_url(),
         })
     }
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let params = match Params::from_args_and_env() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    let cores = std::thread::available_parallelism().map_or_else(|e| format!("unknown ({e})"), |n| n.to_string());
+    let params = setup::parameters_or_exit(Params::from_args_and_env());
     println!("reservation service soak: {} minute(s) of {} s", params.minutes, params.minute.as_secs());
-    println!("machine: {cores} cores, {} {}", std::env::consts::OS, std::env::consts::ARCH);
+    println!("machine: {}", setup::machine());
     println!(
         "parameters: {} clients (SOAK_CLIENTS), server pool {} (BENCH_POOL_SIZE), sweep every {} s \
          (SOAK_SWEEP_INTERVAL_SECONDS), OUTBOX_RETENTION_HOURS={OUTBOX_RETENTION_HOURS}",
@@ -122,8 +109,7 @@ async fn main() -> ExitCode {
         .with_target(false)
         .with_ansi(false)
         .init();
-    let admin_url = params.admin_url.clone();
-    setup::in_fresh_database(&admin_url, DATABASE_PREFIX, move |url| run(params, url)).await
+    setup::in_fresh_database(move |url| run(params, url)).await
 }
 
 /// Twelve resources, TTLs spread over 2-5 s (holds) and 3-6 s (offers).

@@ -1,8 +1,8 @@
-//! `upstream-bench`: seed 000's table, side by side, in one run.
+//! `upstream-bench`: a naive direct path and this service, side by side, in one run.
 //!
-//! The seed's first version wrote to the system of record on the request path: every
-//! one of 100 competing confirmations of one seat sent its own upstream POST, and the
-//! upstream's own race decided. This service refuses the competitors locally (the
+//! The naive path writes to the system of record on the request path: every one of 100
+//! competing confirmations of one seat sends its own upstream POST, and the upstream's
+//! own race decides. This service refuses the competitors locally (the
 //! reservation guard in PostgreSQL), queues one intent, and lets the worker send one
 //! write. The run measures, against a real HTTP upstream mock on 127.0.0.1:
 //!
@@ -23,7 +23,8 @@
 //! ```text
 //! cargo run -p bench --release --bin upstream-bench [-- --quick]
 //! ```
-//! Uses `TEST_DATABASE_URL` (default: PostgreSQL on 127.0.0.1:5432) for a fresh database.
+//! Uses `TEST_DATABASE_URL` (default: PostgreSQL on 127.0.0.1:5432) for two fresh
+//! databases, dropped at the end.
 
 use acceptance::upstream_mock::MockUpstream;
 use acceptance::{Options, TestApp, hours};
@@ -45,7 +46,7 @@ fn pct(mut v: Vec<Duration>, p: f64) -> Duration {
     percentile(&v, p)
 }
 
-/// The seed's first version: each request writes upstream itself.
+/// The naive path: each request writes upstream itself.
 async fn naive(
     upstream: &MockUpstream,
     config: &shared::config::UpstreamConfig,
@@ -84,11 +85,7 @@ async fn main() {
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(dev_server::serve(listener, app.state.clone()));
     let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap();
-    println!(
-        "upstream bench ({}) on {} cores",
-        if quick { "quick" } else { "full" },
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
+    println!("upstream bench ({}) on {}", if quick { "quick" } else { "full" }, bench::setup::machine());
 
     // 1. the burst
     let (naive_posts, naive_won, naive_raced, naive_p95) = naive(&upstream, &app.state.config.upstream, 100).await;
@@ -267,6 +264,7 @@ async fn main() {
     );
     upstream.with(|s| s.down = false);
     let waits_ok = waits(&upstream, quick).await;
+    acceptance::drop_database(&app.database_url).await;
     println!("\ntargets: 100 -> 1 POST: {}", if burst_ok { "PASS" } else { "FAIL" });
     println!("         1 POST per free event, FIFO: {}", if waits_ok { "PASS" } else { "FAIL" });
     if !burst_ok || !waits_ok {
@@ -379,5 +377,6 @@ async fn waits(upstream: &MockUpstream, quick: bool) -> bool {
         event_posts.iter().sum::<u64>() as f64 / events as f64,
         if fifo_ok { "yes" } else { "NO" }
     );
+    acceptance::drop_database(&app.database_url).await;
     fifo_ok && event_posts.iter().all(|p| *p == 1) && total_posts == events as u64
 }

@@ -501,6 +501,6 @@ async fn a_body_that_gives_a_key_twice_is_refused_naming_the_key() {
     let p: Value = resp.json().await.unwrap();
     assert_eq!(slug(&p), "validation-error");
     assert_eq!(p["errors"], json!([{"field": "quantity", "message": "is given more than once"}]));
-    let held: i64 = app.db().await.query_one("SELECT count(*) FROM reservations", &[]).await.unwrap().get(0);
+    let held = app.count("SELECT count(*) FROM reservations", &[]).await;
     assert_eq!(held, 0);
 }

@@ -1,4 +1,4 @@
-//! Calendar rules (issue 11): a resource's time zone, opening hours, buffers, notice,
+//! Calendar rules: a resource's time zone, opening hours, buffers, notice,
 //! advance and grid, set at creation and by PATCH, judged under the resource lock by
 //! every path that makes a reservation. The clock is fixed, so that the dates (and
 //! their daylight saving) are known.
@@ -151,7 +151,7 @@ async fn reserving_keeps_to_local_opening_hours_in_winter_and_in_summer_and_to_t
     let eve_afternoon = reserve(&app, "alice", office, "2027-12-24T13:00:00Z", "2027-12-24T14:00:00Z").await;
     assert_eq!(refusal(&eve_afternoon), outside("outside_hours"));
     // A refusal wrote nothing.
-    let rows: i64 = app.db().await.query_one("SELECT count(*) FROM reservations", &[]).await.unwrap().get(0);
+    let rows = app.count("SELECT count(*) FROM reservations", &[]).await;
     assert_eq!(rows, 3);
 }
 
@@ -235,15 +235,9 @@ async fn freed_capacity_is_not_handed_to_a_waiting_range_the_rules_now_refuse() 
     patch_resource(&app, room, json!({"schedule": {"weekly": {"tue": [["12:00", "18:00"]]}, "exceptions": []}})).await;
     let (status, _) = send(app.delete("alice", &reservation_path(&alice["id"]))).await;
     assert_eq!(status, StatusCode::OK);
-    let (_, entry) = send(app.get("bob", &format!("/v1/waitlist/{}", bob["id"].as_str().unwrap()))).await;
+    let entry = app.waitlist_entry("bob", &bob).await;
     assert_eq!(entry["status"], "WAITING", "{entry}");
-    let offers: i64 = app
-        .db()
-        .await
-        .query_one("SELECT count(*) FROM reservations WHERE source = 'waitlist_offer'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let offers = app.count("SELECT count(*) FROM reservations WHERE source = 'waitlist_offer'", &[]).await;
     assert_eq!(offers, 0);
 }
 

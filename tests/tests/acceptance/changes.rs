@@ -2,7 +2,7 @@
 //! acting on anyone's reservations and entries, a resource's settings, capacity and
 //! archive, and metadata. Capacity invariants are checked in SQL.
 
-use acceptance::{TestApp, active_claims, day, hours, reservation_path, rfc3339, send, slug};
+use acceptance::{TestApp, active_claims, day, hours, reservation_path, rfc3339, send, slug, waitlist_entry_path};
 use chrono::{Duration, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -54,13 +54,7 @@ async fn a_move_onto_taken_time_is_refused_and_changes_nothing() {
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(slug(&problem), "slot-unavailable");
     assert_eq!(stored_range(&app, id_of(&r)).await, before);
-    let events: i64 = app
-        .db()
-        .await
-        .query_one("SELECT count(*) FROM outbox WHERE kind = 'reservation.rescheduled'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let events = app.count("SELECT count(*) FROM outbox WHERE kind = 'reservation.rescheduled'", &[]).await;
     assert_eq!(events, 0);
 }
 
@@ -87,12 +81,11 @@ async fn capacity_a_move_gives_up_goes_to_the_waitlist_in_the_same_transaction()
     let room = app.resource(1).await;
     let r = app.hold("alice", room, 10, 11).await;
     let (s, e) = hours(10, 11);
-    let (status, entry) =
-        send(app.post("bob", &format!("/v1/resources/{room}/waitlist"), &json!({"start": s, "end": e}))).await;
+    let (status, entry) = app.join_waitlist_with("bob", room, &json!({"start": s, "end": e})).await;
     assert_eq!((status, entry["status"].as_str()), (StatusCode::CREATED, Some("WAITING")));
 
     assert_eq!(move_to(&app, "alice", &r, 14, 15).await.0, StatusCode::OK);
-    let (_, entry) = send(app.get("bob", &format!("/v1/waitlist/{}", entry["id"].as_str().unwrap()))).await;
+    let entry = app.waitlist_entry("bob", &entry).await;
     assert_eq!(entry["status"], "OFFERED");
     let (_, offer) = send(app.get("bob", &reservation_path(&entry["reservation_id"]))).await;
     assert_eq!((offer["start"].as_str(), offer["status"].as_str()), (Some(s.as_str()), Some("HELD")));
@@ -157,13 +150,7 @@ async fn a_retried_move_with_its_key_runs_once_and_replays() {
     let again = patch().send().await.unwrap();
     assert_eq!((again.status(), again.headers()["idempotency-replayed"].to_str().unwrap()), (StatusCode::OK, "true"));
     assert_eq!(again.json::<Value>().await.unwrap(), first);
-    let events: i64 = app
-        .db()
-        .await
-        .query_one("SELECT count(*) FROM outbox WHERE kind = 'reservation.rescheduled'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let events = app.count("SELECT count(*) FROM outbox WHERE kind = 'reservation.rescheduled'", &[]).await;
     assert_eq!(events, 1);
 }
 
@@ -227,9 +214,8 @@ async fn an_admin_may_remove_anyones_waitlist_entry() {
     let room = app.resource(1).await;
     app.hold("alice", room, 10, 11).await;
     let (s, e) = hours(10, 11);
-    let (_, entry) =
-        send(app.post("bob", &format!("/v1/resources/{room}/waitlist"), &json!({"start": s, "end": e}))).await;
-    let path = format!("/v1/waitlist/{}", entry["id"].as_str().unwrap());
+    let (_, entry) = app.join_waitlist_with("bob", room, &json!({"start": s, "end": e})).await;
+    let path = waitlist_entry_path(&entry["id"]);
     assert_eq!(send(app.delete("mallory", &path)).await.0, StatusCode::NOT_FOUND);
     let (status, removed) = send(app.delete("admin", &path)).await;
     assert_eq!((status, removed["status"].as_str()), (StatusCode::OK, Some("CANCELLED")));
@@ -263,11 +249,10 @@ async fn more_capacity_goes_to_the_waitlist_at_once() {
     let room = app.resource(1).await;
     app.hold("alice", room, 10, 11).await;
     let (s, e) = hours(10, 11);
-    let (_, entry) =
-        send(app.post("bob", &format!("/v1/resources/{room}/waitlist"), &json!({"start": s, "end": e}))).await;
+    let (_, entry) = app.join_waitlist_with("bob", room, &json!({"start": s, "end": e})).await;
     let (status, r) = send(app.patch("admin", &format!("/v1/resources/{room}"), &json!({"capacity": 2}))).await;
     assert_eq!((status, r["capacity"].as_i64()), (StatusCode::OK, Some(2)));
-    let (_, entry) = send(app.get("bob", &format!("/v1/waitlist/{}", entry["id"].as_str().unwrap()))).await;
+    let entry = app.waitlist_entry("bob", &entry).await;
     assert_eq!(entry["status"], "OFFERED");
 }
 
@@ -381,8 +366,7 @@ async fn an_archived_resource_takes_nothing_new_but_keeps_what_it_has() {
     let room = app.resource(1).await;
     let booked = app.hold("alice", room, 10, 11).await;
     let (s, e) = hours(10, 11);
-    let (_, entry) =
-        send(app.post("bob", &format!("/v1/resources/{room}/waitlist"), &json!({"start": s, "end": e}))).await;
+    let (_, entry) = app.join_waitlist_with("bob", room, &json!({"start": s, "end": e})).await;
     let path = format!("/v1/resources/{room}");
     assert_eq!(send(app.delete("alice", &path)).await.0, StatusCode::FORBIDDEN);
     let (status, archived) = send(app.delete("admin", &path)).await;
@@ -395,24 +379,18 @@ async fn an_archived_resource_takes_nothing_new_but_keeps_what_it_has() {
     let (status, problem) = app.reserve("carol", room, (&s2, &e2), 1).await;
     assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "resource-archived"));
     let join = json!({"start": s2, "end": e2});
-    let (status, problem) = send(app.post("carol", &format!("/v1/resources/{room}/waitlist"), &join)).await;
+    let (status, problem) = app.join_waitlist_with("carol", room, &join).await;
     assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "resource-archived"));
     let (status, problem) = move_to(&app, "alice", &booked, 12, 13).await;
     assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "resource-archived"));
-    let (_, entry) = send(app.get("bob", &format!("/v1/waitlist/{}", entry["id"].as_str().unwrap()))).await;
+    let entry = app.waitlist_entry("bob", &entry).await;
     assert_eq!(entry["status"], "CANCELLED");
 
     assert_eq!(send(app.get("alice", &path)).await.0, StatusCode::OK);
     let (status, released) = send(app.delete("alice", &reservation_path(&booked["id"]))).await;
     assert_eq!((status, released["status"].as_str()), (StatusCode::OK, Some("RELEASED")));
     // Nobody is offered the freed time of an archived resource.
-    let offers: i64 = app
-        .db()
-        .await
-        .query_one("SELECT count(*) FROM reservations WHERE source = 'waitlist_offer'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let offers = app.count("SELECT count(*) FROM reservations WHERE source = 'waitlist_offer'", &[]).await;
     assert_eq!(offers, 0);
 }
 

@@ -34,15 +34,11 @@ fn count(results: &[(StatusCode, serde_json::Value)], status: StatusCode) -> usi
 }
 
 async fn active_rows(app: &TestApp, resource: Uuid) -> i64 {
-    app.db()
-        .await
-        .query_one(
-            "SELECT count(*) FROM reservations WHERE resource_id = $1 AND status IN ('HELD','CONFIRMED')",
-            &[&resource],
-        )
-        .await
-        .unwrap()
-        .get(0)
+    app.count(
+        "SELECT count(*) FROM reservations WHERE resource_id = $1 AND status IN ('HELD','CONFIRMED')",
+        &[&resource],
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -215,8 +211,8 @@ async fn capacity_n_is_never_exceeded_under_random_concurrent_load() {
     assert!(peak_load(day_start, day_end, &final_claims) <= CAPACITY);
 }
 
-/// A competitor's lock on the resource, held until `release` (issue 13: the hold asks
-/// for a free lock first and looks before waiting only when it is taken).
+/// A competitor's lock on the resource, held until `release` (the hold asks for a
+/// free lock first and looks before waiting only when it is taken).
 async fn lock_resource(app: &TestApp, resource: Uuid) -> deadpool_postgres::Object {
     let locker = app.db().await;
     locker.batch_execute("BEGIN").await.unwrap();
@@ -302,7 +298,7 @@ async fn a_hold_fits_beside_two_claims_that_never_overlap_each_other() {
 }
 
 /// A hold of a capacity-1 resource left in flight: `reservation_hold` in a transaction
-/// that stays open, holding the resource row as every such hold does (V21: FOR SHARE).
+/// that stays open, holding the resource row as every such hold does (FOR SHARE).
 async fn hold_in_flight(app: &TestApp, resource: Uuid, (start, end): (&str, &str)) -> deadpool_postgres::Object {
     let tx = app.db().await;
     tx.batch_execute("BEGIN").await.unwrap();
@@ -395,7 +391,7 @@ async fn a_capacity_change_waits_for_a_single_unit_hold_in_flight_and_carries_it
 async fn a_burst_for_a_range_behind_a_lapsed_hold_has_one_winner_and_no_deadlock() {
     // Each request's one-statement hold finds the lapsed hold and leaves it to the
     // general path, whose transaction must take the resource's lock exclusively. Had
-    // that transaction first taken it shared (the capacity-1 hold's lock, V21), two of
+    // that transaction first taken it shared (the capacity-1 hold's lock), two of
     // them would each wait for the other to let go (a deadlock, answered 503).
     let clock = Arc::new(shared::clock::ManualClock::new(chrono::Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
@@ -411,18 +407,14 @@ async fn a_burst_for_a_range_behind_a_lapsed_hold_has_one_winner_and_no_deadlock
         assert_eq!(count(&results, StatusCode::CREATED), 1, "round {round}: {results:?}");
         assert_eq!(count(&results, StatusCode::CONFLICT), 23, "round {round}");
         // In SQL: one live claim on the range, the winner's.
-        let live: i64 = app
-            .db()
-            .await
-            .query_one(
+        let live = app
+            .count(
                 "SELECT count(*) FROM reservations WHERE resource_id = $1 AND status IN ('HELD', 'CONFIRMED') \
                  AND (status = 'CONFIRMED' OR expires_at > $2) AND period && tstzrange($3::text::timestamptz, \
                  $4::text::timestamptz)",
                 &[&room, &clock.now(), &start, &end],
             )
-            .await
-            .unwrap()
-            .get(0);
+            .await;
         assert_eq!(live, 1, "round {round}");
     }
 }

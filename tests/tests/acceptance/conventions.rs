@@ -73,8 +73,7 @@ async fn get_paths(app: &TestApp) -> Vec<String> {
     let room = app.resource(1).await;
     let hold = app.hold("alice", room, 10, 11).await;
     let (s, e) = hours(10, 11);
-    let (_, entry) =
-        send(app.post("alice", &format!("/v1/resources/{room}/waitlist"), &json!({"start": s, "end": e}))).await;
+    let (_, entry) = app.join_waitlist_with("alice", room, &json!({"start": s, "end": e})).await;
     let mut paths: Vec<String> = ROUTES
         .iter()
         .filter(|spec| spec.method == "GET")

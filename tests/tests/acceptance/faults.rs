@@ -4,7 +4,7 @@
 //! an intent worker that held connections across HTTP, and an outbox never purged.
 
 use acceptance::upstream_mock::MockUpstream;
-use acceptance::{Options, TestApp, hours, invoke_worker, send, slug, sqs_record};
+use acceptance::{Options, TestApp, hours, invoke_worker, send, slug, sqs_record, waitlist_entry_path};
 use chrono::{Duration, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -20,20 +20,6 @@ async fn book(app: &TestApp, who: &str, resource: Uuid, from: i64, to: i64, conf
     let (s, e) = hours(from, to);
     send(app.post(who, "/v1/reservations", &json!({"resource_id": resource, "start": s, "end": e, "confirm": confirm})))
         .await
-}
-
-async fn join(app: &TestApp, who: &str, resource: Uuid, from: i64, to: i64, quantity: i32) -> (StatusCode, Value) {
-    let (s, e) = hours(from, to);
-    send(app.post(
-        who,
-        &format!("/v1/resources/{resource}/waitlist"),
-        &json!({"start": s, "end": e, "quantity": quantity}),
-    ))
-    .await
-}
-
-async fn entry(app: &TestApp, who: &str, e: &Value) -> Value {
-    send(app.get(who, &format!("/v1/waitlist/{}", id(e)))).await.1
 }
 
 /// Pairs of active (unlapsed or not) reservations of one capacity-1 resource that
@@ -63,7 +49,7 @@ async fn lapsed_hold_beside_a_booking() -> (TestApp, Arc<ManualClock>, Uuid, Val
     assert_eq!(status, StatusCode::CREATED, "{alice}");
     let (status, bob) = book(&app, "bob", room, 11, 12, true).await;
     assert_eq!(status, StatusCode::CREATED, "{bob}");
-    let (status, carol) = join(&app, "carol", room, 10, 12, 1).await;
+    let (status, carol) = app.join_waitlist("carol", room, 10, 12, 1).await;
     assert_eq!((status, carol["status"].as_str()), (StatusCode::CREATED, Some("WAITING")), "{carol}");
     clock.advance(Duration::seconds(2));
     (app, clock, room, alice, bob, carol)
@@ -74,7 +60,7 @@ async fn cancelling_beside_a_lapsed_unswept_hold_offers_the_whole_range_to_the_w
     let (app, _clock, room, alice, bob, carol) = lapsed_hold_beside_a_booking().await;
     let (status, body) = send(app.delete("bob", &format!("/v1/reservations/{}", id(&bob)))).await;
     assert_eq!((status, body["status"].as_str()), (StatusCode::OK, Some("CANCELLED")), "{body}");
-    let carol = entry(&app, "carol", &carol).await;
+    let carol = app.waitlist_entry("carol", &carol).await;
     assert_eq!(carol["status"], "OFFERED", "{carol}");
     let (_, alice) = send(app.get("alice", &format!("/v1/reservations/{}", id(&alice)))).await;
     assert_eq!(alice["status"], "EXPIRED");
@@ -88,25 +74,25 @@ async fn leaving_an_offer_beside_a_lapsed_unswept_hold_passes_it_on() {
     let room = app.resource_with(json!({"name": "Room", "capacity": 1, "hold_ttl_seconds": 1})).await;
     // dave holds an offer for 11-12 ...
     let (_, erin) = book(&app, "erin", room, 11, 12, false).await;
-    let (_, dave) = join(&app, "dave", room, 11, 12, 1).await;
+    let (_, dave) = app.join_waitlist("dave", room, 11, 12, 1).await;
     send(app.delete("erin", &format!("/v1/reservations/{}", id(&erin)))).await;
-    assert_eq!(entry(&app, "dave", &dave).await["status"], "OFFERED");
+    assert_eq!(app.waitlist_entry("dave", &dave).await["status"], "OFFERED");
     // ... alice holds 10-11 for a second, carol waits for 10-12.
     let (status, _) = book(&app, "alice", room, 10, 11, false).await;
     assert_eq!(status, StatusCode::CREATED);
-    let (_, carol) = join(&app, "carol", room, 10, 12, 1).await;
+    let (_, carol) = app.join_waitlist("carol", room, 10, 12, 1).await;
     clock.advance(Duration::seconds(2));
 
-    let (status, body) = send(app.delete("dave", &format!("/v1/waitlist/{}", id(&dave)))).await;
+    let (status, body) = send(app.delete("dave", &waitlist_entry_path(&dave["id"]))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(entry(&app, "carol", &carol).await["status"], "OFFERED");
+    assert_eq!(app.waitlist_entry("carol", &carol).await["status"], "OFFERED");
     assert_eq!(overlapping_active_pairs(&app, room).await, 0);
 }
 
 #[tokio::test]
 async fn reserving_and_joining_beside_a_lapsed_unswept_hold_answer_without_error() {
     let (app, _clock, room, _alice, _bob, _carol) = lapsed_hold_beside_a_booking().await;
-    let (status, body) = join(&app, "dave", room, 9, 11, 1).await;
+    let (status, body) = app.join_waitlist("dave", room, 9, 11, 1).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let (status, body) = book(&app, "erin", room, 10, 11, false).await;
     assert!(matches!(status, StatusCode::CREATED | StatusCode::CONFLICT), "{status} {body}");
@@ -128,19 +114,19 @@ async fn confirming_an_offer_while_its_entry_is_left_never_deadlocks() {
             let room = app.resource(1).await;
             let (_, alice) = book(app, "alice", room, 10, 11, false).await;
             let bob = format!("bob{n}");
-            let (_, e) = join(app, &bob, room, 10, 11, 1).await;
+            let (_, e) = app.join_waitlist(&bob, room, 10, 11, 1).await;
             send(app.delete("alice", &format!("/v1/reservations/{}", id(&alice)))).await;
-            let offered = entry(app, &bob, &e).await;
+            let offered = app.waitlist_entry(&bob, &e).await;
             let offer = offered["reservation_id"].as_str().expect("an offer").to_string();
             let confirm =
                 send(app.http.post(app.url(&format!("/v1/reservations/{offer}/confirm"))).header("x-principal", &bob));
-            let leave = send(app.delete(&bob, &format!("/v1/waitlist/{}", id(&e))));
+            let leave = send(app.delete(&bob, &waitlist_entry_path(&e["id"])));
             let ((c, cbody), (l, lbody)) = tokio::join!(confirm, leave);
             assert!(matches!(c, StatusCode::OK | StatusCode::CONFLICT), "confirm {c} {cbody}");
             assert_eq!(l, StatusCode::OK, "leave {lbody}");
             // Either the confirm came first (accepted, booked) or the leave did.
             let (_, r) = send(app.get(&bob, &format!("/v1/reservations/{offer}"))).await;
-            let after = entry(app, &bob, &e).await;
+            let after = app.waitlist_entry(&bob, &e).await;
             let outcome = (r["status"].as_str().unwrap().to_string(), after["status"].as_str().unwrap().to_string());
             assert!(
                 outcome == ("CONFIRMED".into(), "ACCEPTED".into())
@@ -196,7 +182,7 @@ async fn reserves_and_joins_on_fresh_connections_under_backend_kills_never_answe
                 let (status, body) = if i % 2 == 0 {
                     book(app, &format!("u{n}"), room, from, from + 2, false).await
                 } else {
-                    join(app, &format!("u{n}"), room, from, from + 1, 1).await
+                    app.join_waitlist(&format!("u{n}"), room, from, from + 1, 1).await
                 };
                 assert_ne!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
                 statuses.push(status);
@@ -234,20 +220,16 @@ async fn the_hand_over_finds_the_first_entry_that_fits_behind_a_thousand_that_do
         )
         .await
         .unwrap();
-    let (status, carol) = join(&app, "carol", room, 10, 11, 2).await;
+    let (status, carol) = app.join_waitlist("carol", room, 10, 11, 2).await;
     assert_eq!((status, carol["status"].as_str()), (StatusCode::CREATED, Some("WAITING")), "{carol}");
 
     send(app.delete("alice", &format!("/v1/reservations/{}", id(&alice)))).await;
-    assert_eq!(entry(&app, "carol", &carol).await["status"], "OFFERED");
+    assert_eq!(app.waitlist_entry("carol", &carol).await["status"], "OFFERED");
     // The freed units went to carol, not to whoever asks next.
     assert_eq!(app.reserve("dave", room, (&s, &e), 1).await.0, StatusCode::CONFLICT);
-    let waiting: i64 = app
-        .db()
-        .await
-        .query_one("SELECT count(*) FROM waitlist_entries WHERE resource_id = $1 AND status = 'WAITING'", &[&room])
-        .await
-        .unwrap()
-        .get(0);
+    let waiting = app
+        .count("SELECT count(*) FROM waitlist_entries WHERE resource_id = $1 AND status = 'WAITING'", &[&room])
+        .await;
     assert_eq!(waiting, 1000);
 }
 
@@ -268,9 +250,7 @@ async fn timestamps_finer_than_a_microsecond_or_on_a_leap_second_are_refused_by_
         assert_eq!(status, StatusCode::BAD_REQUEST, "{start} {end}: {body}");
         assert_eq!(slug(&body), "validation-error");
         assert!(body["errors"].as_array().unwrap().iter().any(|e| e["field"] == field), "{body}");
-        let (status, body) =
-            send(app.post("alice", &format!("/v1/resources/{room}/waitlist"), &json!({"start": start, "end": end})))
-                .await;
+        let (status, body) = app.join_waitlist_with("alice", room, &json!({"start": start, "end": end})).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     }
     let (status, body) = send(app.get(

@@ -22,12 +22,7 @@ async fn keyed(app: &TestApp, who: &str, key: &str, body: &Value) -> (StatusCode
 }
 
 async fn rows(app: &TestApp, resource: Uuid) -> i64 {
-    app.db()
-        .await
-        .query_one("SELECT count(*) FROM reservations WHERE resource_id = $1", &[&resource])
-        .await
-        .unwrap()
-        .get(0)
+    app.count("SELECT count(*) FROM reservations WHERE resource_id = $1", &[&resource]).await
 }
 
 async fn key_state(app: &TestApp, key: &str) -> Option<String> {
@@ -37,6 +32,22 @@ async fn key_state(app: &TestApp, key: &str) -> Option<String> {
         .await
         .unwrap()
         .map(|r| r.get(0))
+}
+
+/// A server whose retries wait at most `wait` for their original to finish.
+async fn app_whose_retries_wait_at_most(wait: std::time::Duration) -> TestApp {
+    TestApp::spawn_with(Options { tweak: Box::new(move |c| c.idempotency_wait = wait), ..Default::default() }).await
+}
+
+/// Takes the resource's row lock in a transaction of the test's own: a request for the
+/// resource then queues inside its own transaction until the test lets go.
+async fn take_the_row_lock_of(
+    db: &mut deadpool_postgres::Object,
+    resource: Uuid,
+) -> deadpool_postgres::Transaction<'_> {
+    let lock = db.transaction().await.unwrap();
+    lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&resource]).await.unwrap();
+    lock
 }
 
 /// Sends the original request in the background and returns once it has claimed its
@@ -54,17 +65,13 @@ async fn send_original(app: &TestApp, b: &Value, key: &str) -> tokio::task::Join
 /// seen is the wait, on the lock that comes after the claim.
 async fn wait_for_claim(app: &TestApp, _key: &str) {
     for _ in 0..500 {
-        let waiting: i64 = app
-            .db()
-            .await
-            .query_one(
+        let waiting = app
+            .count(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
                  AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
                 &[],
             )
-            .await
-            .unwrap()
-            .get(0);
+            .await;
         if waiting > 0 {
             return;
         }
@@ -184,8 +191,7 @@ async fn a_retry_queued_behind_its_slow_original_gets_the_replay() {
     let room = app.resource(1).await;
     let b = body(room, 10, 11);
     let mut blocker = app.db().await;
-    let lock = blocker.transaction().await.unwrap();
-    lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&room]).await.unwrap();
+    let lock = take_the_row_lock_of(&mut blocker, room).await;
 
     let original = send_original(&app, &b, "slow").await;
     let retry = tokio::spawn({
@@ -205,16 +211,11 @@ async fn a_retry_queued_behind_its_slow_original_gets_the_replay() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_that_cannot_wait_long_enough_is_told_to_come_back() {
-    let app = TestApp::spawn_with(Options {
-        tweak: Box::new(|c| c.idempotency_wait = std::time::Duration::from_millis(150)),
-        ..Default::default()
-    })
-    .await;
+    let app = app_whose_retries_wait_at_most(std::time::Duration::from_millis(150)).await;
     let room = app.resource(1).await;
     let b = body(room, 10, 11);
     let mut blocker = app.db().await;
-    let lock = blocker.transaction().await.unwrap();
-    lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&room]).await.unwrap();
+    let lock = take_the_row_lock_of(&mut blocker, room).await;
     let original = send_original(&app, &b, "busy").await;
 
     let resp = app.post("alice", "/v1/reservations", &b).header("idempotency-key", "busy").send().await.unwrap();
@@ -232,30 +233,21 @@ async fn a_retry_that_cannot_wait_long_enough_is_told_to_come_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_runs_at_once_when_its_original_died_leaving_nothing_behind() {
-    let app = TestApp::spawn_with(Options {
-        tweak: Box::new(|c| c.idempotency_wait = std::time::Duration::from_millis(100)),
-        ..Default::default()
-    })
-    .await;
+    let app = app_whose_retries_wait_at_most(std::time::Duration::from_millis(100)).await;
     let room = app.resource(1).await;
     let b = body(room, 10, 11);
     let mut blocker = app.db().await;
-    let lock = blocker.transaction().await.unwrap();
-    lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&room]).await.unwrap();
+    let lock = take_the_row_lock_of(&mut blocker, room).await;
     let original = send_original(&app, &b, "dies").await;
     // The original's database session dies mid-request, as a function killed by its
     // timeout would: its transaction is gone, and its claim with it.
-    let killed: i64 = app
-        .db()
-        .await
-        .query_one(
+    let killed = app
+        .count(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
              WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
             &[],
         )
-        .await
-        .unwrap()
-        .get(0);
+        .await;
     assert_eq!(killed, 1);
     assert!(original.await.unwrap().status().is_server_error());
     lock.rollback().await.unwrap();
@@ -269,7 +261,7 @@ async fn a_retry_runs_at_once_when_its_original_died_leaving_nothing_behind() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_committed_by_the_older_scheme_is_taken_over_once_its_lease_lapses() {
+async fn a_committed_claim_whose_request_died_is_taken_over_once_its_lease_lapses() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with(Options {
         clock: clock.clone(),
@@ -279,7 +271,8 @@ async fn a_claim_committed_by_the_older_scheme_is_taken_over_once_its_lease_laps
     .await;
     let room = app.resource(1).await;
     let b = body(room, 10, 11);
-    // The request that claimed this key before an upgrade died; its claim stayed.
+    // The request that claimed this key died after its claim was committed; the claim
+    // stayed.
     let (status, _, first) = keyed(&app, "alice", "left", &b).await;
     assert_eq!(status, StatusCode::CREATED);
     let db = app.db().await;
@@ -332,8 +325,7 @@ async fn a_retried_resource_create_with_the_same_key_makes_one_resource_and_repl
     assert_eq!(retry.headers()["location"], location.as_str());
     assert_eq!(retry.json::<Value>().await.unwrap(), first);
 
-    let count: i64 =
-        app.db().await.query_one("SELECT count(*) FROM resources WHERE name = 'Room 7'", &[]).await.unwrap().get(0);
+    let count = app.count("SELECT count(*) FROM resources WHERE name = 'Room 7'", &[]).await;
     assert_eq!(count, 1);
     // Another body under the same key is refused, not a second resource.
     let (status, p) =
@@ -341,7 +333,7 @@ async fn a_retried_resource_create_with_the_same_key_makes_one_resource_and_repl
     assert_eq!((status, slug(&p)), (StatusCode::UNPROCESSABLE_ENTITY, "idempotency-key-reused"));
 }
 
-/// A keyed hold that settles in one statement (migration V17) stores the reservation it
+/// A keyed hold that settles in one statement stores the reservation it
 /// made, and its replay is rendered from it: the same status, `Location` and bytes.
 #[tokio::test]
 async fn a_hold_settled_in_one_statement_is_replayed_byte_for_byte_from_the_row_it_stored() {
@@ -377,7 +369,7 @@ async fn a_hold_settled_in_one_statement_is_replayed_byte_for_byte_from_the_row_
     assert_eq!(again.bytes().await.unwrap(), first, "the replay is the first answer's bytes");
 }
 
-/// The keyed statement writes its claim with the answer it expects (V21): the hold's
+/// The keyed statement writes its claim with the answer it expects: the hold's
 /// expiry from the resource's TTL as read before the lock. Here the TTL changes while
 /// the hold waits for the lock, so the answer stored is the one the hold gave, and the
 /// replay still matches the first answer.
@@ -387,8 +379,7 @@ async fn a_hold_whose_expiry_moved_while_it_waited_stores_the_answer_it_gave() {
     let room = app.resource(1).await;
     let b = body(room, 10, 11);
     let mut blocker = app.db().await;
-    let lock = blocker.transaction().await.unwrap();
-    lock.execute("SELECT 1 FROM resources WHERE id = $1 FOR UPDATE", &[&room]).await.unwrap();
+    let lock = take_the_row_lock_of(&mut blocker, room).await;
     let original = send_original(&app, &b, "ttl").await;
     lock.execute("UPDATE resources SET hold_ttl_seconds = 77 WHERE id = $1", &[&room]).await.unwrap();
     lock.commit().await.unwrap();
@@ -427,7 +418,7 @@ async fn a_keyed_hold_the_general_path_decides_is_stored_and_replayed_by_the_gua
     let (status, replayed, _) = keyed(&app, "alice", "nowhere", &body(nowhere, 10, 11)).await;
     assert_eq!((status, replayed.as_deref()), (StatusCode::NOT_FOUND, Some("true")));
     // The keyed statement took its claim back: one row per key, the guard's.
-    let keys: i64 = app.db().await.query_one("SELECT count(*) FROM idempotency_keys", &[]).await.unwrap().get(0);
+    let keys = app.count("SELECT count(*) FROM idempotency_keys", &[]).await;
     assert_eq!(keys, 2);
 }
 

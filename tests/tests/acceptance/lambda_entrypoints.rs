@@ -500,12 +500,5 @@ async fn the_function_binaries_serve_a_reservation_end_to_end_under_the_lambda_e
     // Passed: the functions go, and so does the database (a failed run leaves it).
     drop(db);
     drop(lambda);
-    drop_database(&database_url).await;
-}
-
-async fn drop_database(url: &str) {
-    let name = url.rsplit('/').next().and_then(|n| n.split('?').next()).unwrap();
-    let (admin, connection) = tokio_postgres::connect(&acceptance::admin_url(), NoTls).await.unwrap();
-    tokio::spawn(connection);
-    admin.batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await.unwrap();
+    acceptance::drop_database(&database_url).await;
 }

@@ -311,8 +311,7 @@ async fn the_waitlist_list_is_for_admins_and_in_queue_order_with_positions() {
     let (s, e) = hours(10, 11);
     let mut entries = Vec::new();
     for who in ["bob", "carol", "dave", "erin", "frank"] {
-        let (status, entry) =
-            send(app.post(who, &format!("/v1/resources/{room}/waitlist"), &json!({"start": s, "end": e}))).await;
+        let (status, entry) = app.join_waitlist_with(who, room, &json!({"start": s, "end": e})).await;
         assert_eq!(status, StatusCode::CREATED, "{entry}");
         entries.push(entry);
     }
@@ -372,7 +371,7 @@ async fn each_principal_lists_their_own_waitlist_entries_newest_first_on_every_r
         clock.advance(Duration::seconds(1));
     }
     let (s, e) = hours(10, 11);
-    send(app.post("carol", &format!("/v1/resources/{room}/waitlist"), &json!({"start": s, "end": e}))).await;
+    app.join_waitlist_with("carol", room, &json!({"start": s, "end": e})).await;
     send(app.delete("bob", &format!("/v1/waitlist/{}", joined[2]))).await;
 
     let newest_first: Vec<String> = joined.iter().rev().cloned().collect();

@@ -171,6 +171,13 @@ impl Answer {
     }
 }
 
+/// A resource whose authority is the system of record, made by the admin through
+/// [`call`].
+async fn upstream_seat(app: &TestApp, doc: &Value, name: &str, upstream_ref: &str) -> Answer {
+    let body = json!({"name": name, "authority": "upstream", "upstream_ref": upstream_ref});
+    call(app, doc, app.post("admin", "/v1/resources", &body)).await
+}
+
 /// Sends `req` to the dev server and checks the answer against the operation that the
 /// route table finds for it: the status is documented, the content type is one of that
 /// response's, required headers are there, present ones and the body match their schemas.
@@ -421,16 +428,7 @@ async fn refusals_before_any_operation_runs_match_the_document() {
 async fn an_upstream_confirm_in_flight_matches_the_document() {
     let app = TestApp::spawn().await;
     let doc = document();
-    let seat = call(
-        &app,
-        &doc,
-        app.post(
-            "admin",
-            "/v1/resources",
-            &json!({"name": "Seat 1", "authority": "upstream", "upstream_ref": "seat-1"}),
-        ),
-    )
-    .await;
+    let seat = upstream_seat(&app, &doc, "Seat 1", "seat-1").await;
     assert_eq!(seat.status, StatusCode::CREATED, "{}", seat.body);
     let range = hours(10, 11);
     let mut body = reservation_body(&seat.id(), &range);
@@ -457,16 +455,7 @@ async fn an_upstream_confirm_in_flight_matches_the_document() {
 async fn a_wait_for_an_upstream_seat_matches_the_document() {
     let app = TestApp::spawn().await;
     let doc = document();
-    let seat = call(
-        &app,
-        &doc,
-        app.post(
-            "admin",
-            "/v1/resources",
-            &json!({"name": "Seat 2", "authority": "upstream", "upstream_ref": "seat-2"}),
-        ),
-    )
-    .await;
+    let seat = upstream_seat(&app, &doc, "Seat 2", "seat-2").await;
     let (start, end) = hours(10, 11);
     let joined = call(
         &app,

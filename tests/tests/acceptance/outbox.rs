@@ -7,7 +7,7 @@ use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::clock::ManualClock;
-use shared::outbox::{Envelope, Publisher, SqsPublisher, Topic, relay};
+use shared::outbox::{Envelope, Publisher, SqsPublisher, Topic};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -39,11 +39,10 @@ async fn every_state_change_records_its_event_in_the_same_transaction() {
             .header("x-principal", "alice"),
     )
     .await;
-    let (_, bob) =
-        send(app.post("bob", &format!("/v1/resources/{room}/waitlist"), &json!({"start": s, "end": e}))).await;
+    let (_, bob) = app.join_waitlist_with("bob", room, &json!({"start": s, "end": e})).await;
     send(app.delete("alice", &format!("/v1/reservations/{}", a["id"].as_str().unwrap()))).await;
     assert_eq!(kinds_of(&app, &a["id"]).await, ["reservation.held", "reservation.confirmed", "reservation.cancelled"]);
-    let (_, bob) = send(app.get("bob", &format!("/v1/waitlist/{}", bob["id"].as_str().unwrap()))).await;
+    let bob = app.waitlist_entry("bob", &bob).await;
     assert_eq!(kinds_of(&app, &bob["id"]).await, ["waitlist.offered"]);
     clock.advance(Duration::seconds(901));
     sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default()).await;
@@ -53,13 +52,7 @@ async fn every_state_change_records_its_event_in_the_same_transaction() {
     let (_, _) = app.reserve("carol", room, (&s, &e), 1).await;
     let (status, _) = app.reserve("dave", room, (&s, &e), 1).await;
     assert_eq!(status, StatusCode::CONFLICT);
-    let n: i64 = app
-        .db()
-        .await
-        .query_one("SELECT count(*) FROM outbox WHERE payload->>'owner' = 'dave'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let n = app.count("SELECT count(*) FROM outbox WHERE payload->>'owner' = 'dave'", &[]).await;
     assert_eq!(n, 0);
 }
 
@@ -105,9 +98,7 @@ async fn a_thousand_events_through_a_flaky_publisher_are_all_delivered_with_stab
     let flaky = Flaky { calls: AtomicU64::new(0), delivered: Mutex::new(Vec::new()) };
     let mut runs = 0;
     loop {
-        let report = relay(&app.state.pool, clock.as_ref(), &flaky, Topic::Events, std::time::Duration::from_secs(30))
-            .await
-            .unwrap();
+        let report = app.relay_to(&flaky, Topic::Events).await;
         runs += 1;
         let pending = shared::db::outbox::pending(&app.db().await).await.unwrap();
         if pending == 0 {
@@ -147,34 +138,14 @@ async fn the_relay_delivers_to_sqs_and_deduplicates_on_a_fifo_queue() {
         let url = moto.queue(name).await;
         let publisher = SqsPublisher::new(moto.sqs().await, url.clone());
         // Mark everything due again for the second queue.
-        app.db().await.execute("UPDATE outbox SET published_at = NULL, next_attempt_at = now()", &[]).await.unwrap();
-        let report = relay(
-            &app.state.pool,
-            app.state.clock.as_ref(),
-            &publisher,
-            Topic::Events,
-            std::time::Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
+        app.mark_messages_unsent(Topic::Events).await;
+        let report = app.relay_to(&publisher, Topic::Events).await;
         assert_eq!((report.published, report.failed), (25, 0), "{name}");
         if name.ends_with(".fifo") {
             // A relay that died before marking its batch sends it again: the FIFO queue
             // drops the copies by the event id.
-            app.db()
-                .await
-                .execute("UPDATE outbox SET published_at = NULL, next_attempt_at = now()", &[])
-                .await
-                .unwrap();
-            relay(
-                &app.state.pool,
-                app.state.clock.as_ref(),
-                &publisher,
-                Topic::Events,
-                std::time::Duration::from_secs(30),
-            )
-            .await
-            .unwrap();
+            app.mark_messages_unsent(Topic::Events).await;
+            app.relay_to(&publisher, Topic::Events).await;
         }
         let messages = moto.drain(&url).await;
         let ids: HashSet<&str> = messages.iter().map(|m| m["id"].as_str().unwrap()).collect();
@@ -195,10 +166,7 @@ async fn an_unreachable_queue_loses_nothing() {
         Some("http://127.0.0.1:1".into()),
     );
     let publisher = SqsPublisher::new(client, "http://127.0.0.1:1/000000000000/events".into());
-    let report =
-        relay(&app.state.pool, app.state.clock.as_ref(), &publisher, Topic::Events, std::time::Duration::from_secs(30))
-            .await
-            .unwrap();
+    let report = app.relay_to(&publisher, Topic::Events).await;
     assert_eq!((report.published, report.failed), (0, 1));
     let row = app
         .db()
@@ -281,20 +249,20 @@ async fn a_refused_event_holds_back_its_subjects_later_events_and_no_one_elses()
         .unwrap()
         .get(0);
     let publisher = RefusesOnce { refuse: Mutex::new(HashSet::from([held])), accepted: Mutex::new(Vec::new()) };
-    let run = || relay(&app.state.pool, clock.as_ref(), &publisher, Topic::Events, std::time::Duration::from_secs(30));
+    let run = || app.relay_to(&publisher, Topic::Events);
 
-    let report = run().await.unwrap();
+    let report = run().await;
     assert_eq!(report.failed, 1, "{report:?}");
     assert_eq!(publisher.kinds_accepted_for(&a["id"]), Vec::<String>::new(), "alice's confirm waits for her hold");
     assert_eq!(publisher.kinds_accepted_for(&b["id"]), ["reservation.held"], "bob's events go on");
 
     // An event written after the failure waits too, even once its own turn comes.
     send(app.delete("alice", &format!("/v1/reservations/{}", a["id"].as_str().unwrap()))).await;
-    run().await.unwrap();
+    run().await;
     assert_eq!(publisher.kinds_accepted_for(&a["id"]), Vec::<String>::new());
 
     clock.advance(Duration::minutes(10));
-    run().await.unwrap();
+    run().await;
     assert_eq!(
         publisher.kinds_accepted_for(&a["id"]),
         ["reservation.held", "reservation.confirmed", "reservation.cancelled"],

@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::clock::ManualClock;
 use shared::intents::{ClaimOutcome, Executed};
-use shared::outbox::{SqsPublisher, Topic, relay};
+use shared::outbox::{SqsPublisher, Topic};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -30,10 +30,6 @@ async fn book(app: &TestApp, who: &str, seat: Uuid, from: i64, to: i64) -> (Stat
     send(app.post(who, "/v1/reservations", &json!({"resource_id": seat, "start": s, "end": e, "confirm": true}))).await
 }
 
-async fn reservation(app: &TestApp, who: &str, r: &Value) -> Value {
-    send(app.get(who, &format!("/v1/reservations/{}", r["id"].as_str().unwrap()))).await.1
-}
-
 /// Books one seat in one step and runs the worker on its message.
 async fn book_and_work(app: &TestApp, from: i64, to: i64) -> Value {
     let s = seat(app).await;
@@ -42,7 +38,7 @@ async fn book_and_work(app: &TestApp, from: i64, to: i64) -> Value {
     let messages = app.take_intent_messages().await;
     let response = invoke_worker(&app.state, messages.iter().map(sqs_record).collect()).await;
     assert!(response.batch_item_failures.is_empty());
-    reservation(app, "alice", &r).await
+    app.reservation("alice", &r["id"]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,20 +73,8 @@ async fn a_burst_of_one_hundred_bookings_of_one_seat_costs_one_upstream_write() 
     let queue = moto.queue("intents").await;
     let publisher = SqsPublisher::new(moto.sqs().await, queue.clone());
     for _ in 0..3 {
-        app.db()
-            .await
-            .execute("UPDATE outbox SET published_at = NULL, next_attempt_at = now() WHERE topic = 'intents'", &[])
-            .await
-            .unwrap();
-        relay(
-            &app.state.pool,
-            app.state.clock.as_ref(),
-            &publisher,
-            Topic::Intents,
-            std::time::Duration::from_secs(10),
-        )
-        .await
-        .unwrap();
+        app.mark_messages_unsent(Topic::Intents).await;
+        app.relay_to(&publisher, Topic::Intents).await;
     }
     let sqs = moto.sqs().await;
     let workers = join_all((0..4).map(|_| {
@@ -130,10 +114,10 @@ async fn a_burst_of_one_hundred_bookings_of_one_seat_costs_one_upstream_write() 
     .await;
     assert_eq!(workers.iter().sum::<usize>(), 3, "every copy was delivered and handled");
     assert_eq!(upstream.with(|s| s.posts), 1);
-    let r = reservation(&app, accepted[0]["owner"].as_str().unwrap(), accepted[0]).await;
+    let r = app.reservation(accepted[0]["owner"].as_str().unwrap(), &accepted[0]["id"]).await;
     assert_eq!(r["status"], "CONFIRMED");
     assert_eq!(r["intent"]["state"], "SUCCEEDED");
-    let rows: i64 = app.db().await.query_one("SELECT count(*) FROM reservations", &[]).await.unwrap().get(0);
+    let rows = app.count("SELECT count(*) FROM reservations", &[]).await;
     assert_eq!(rows, 1);
 }
 
@@ -147,7 +131,7 @@ async fn the_same_message_delivered_three_times_writes_once() {
     let results = join_all((0..3).map(|_| invoke_worker(&app.state, vec![sqs_record(&message)]))).await;
     assert!(results.iter().all(|r| r.batch_item_failures.is_empty()));
     assert_eq!(upstream.with(|s| s.posts), 1);
-    let r = reservation(&app, "alice", &r).await;
+    let r = app.reservation("alice", &r["id"]).await;
     assert_eq!((r["status"].as_str(), r["intent"]["attempts"].as_i64()), (Some("CONFIRMED"), Some(1)));
 }
 
@@ -167,7 +151,7 @@ async fn a_worker_that_dies_after_the_upstream_accepted_is_settled_by_the_reaper
     let outcome = shared::intents::execute(&app.state, app.state.upstream.as_deref().unwrap(), &claim).await.unwrap();
     assert!(matches!(outcome, Executed::Resolved(shared::intents::Resolution::Succeeded { .. })));
     drop(claim);
-    assert_eq!(reservation(&app, "alice", &r).await["intent"]["state"], "RESERVING");
+    assert_eq!(app.reservation("alice", &r["id"]).await["intent"]["state"], "RESERVING");
 
     // A redelivery finds it leased and does nothing.
     invoke_worker(&app.state, vec![sqs_record(&message)]).await;
@@ -176,7 +160,7 @@ async fn a_worker_that_dies_after_the_upstream_accepted_is_settled_by_the_reaper
     clock.advance(app.state.config.upstream.intent_lease + Duration::seconds(1));
     let report = sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default()).await;
     assert_eq!(report.reaper.as_ref().map(|r| (r.reaped, r.settled)), Some((1, 1)), "{report:?}");
-    let r = reservation(&app, "alice", &r).await;
+    let r = app.reservation("alice", &r["id"]).await;
     assert_eq!((r["status"].as_str(), r["intent"]["state"].as_str()), (Some("CONFIRMED"), Some("SUCCEEDED")));
     assert_eq!(upstream.with(|s| (s.posts, s.charge_reads)), (1, 1));
 }
@@ -252,10 +236,9 @@ async fn a_two_step_confirm_answers_202_and_confirming_again_writes_nothing_more
     let messages = app.take_intent_messages().await;
     assert_eq!(messages.len(), 1);
     invoke_worker(&app.state, messages.iter().map(sqs_record).collect()).await;
-    assert_eq!(reservation(&app, "alice", &held).await["status"], "CONFIRMED");
+    assert_eq!(app.reservation("alice", &held["id"]).await["status"], "CONFIRMED");
     assert_eq!(upstream.with(|s| s.posts), 1);
-    let approvals: i64 =
-        app.db().await.query_one("SELECT count(*) FROM approvals WHERE principal = 'alice'", &[]).await.unwrap().get(0);
+    let approvals = app.count("SELECT count(*) FROM approvals WHERE principal = 'alice'", &[]).await;
     assert_eq!(approvals, 1, "what the user approved is on record");
 }
 
@@ -360,7 +343,7 @@ async fn the_dev_servers_in_process_queue_runs_the_same_worker_to_the_end() {
     let r: Value = serde_json::from_slice(resp.body().as_ref()).unwrap();
     let mut status = Value::Null;
     for _ in 0..200 {
-        status = reservation(&app, "alice", &r).await["status"].clone();
+        status = app.reservation("alice", &r["id"]).await["status"].clone();
         if status == "CONFIRMED" {
             break;
         }
@@ -390,7 +373,7 @@ async fn cancelling_a_confirmed_booking_deletes_its_charge_upstream_and_the_seat
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(upstream.with(|s| (s.deletes, s.charges.len())), (1, 0));
     // The reservation still shows its booking's intent, not the cancel.
-    assert_eq!(reservation(&app, "alice", &r).await["intent"]["state"], "SUCCEEDED");
+    assert_eq!(app.reservation("alice", &r["id"]).await["intent"]["state"], "SUCCEEDED");
     // A redelivered cancel message sends nothing more.
     invoke_worker(&app.state, messages.iter().map(sqs_record).collect()).await;
     assert_eq!(upstream.with(|s| s.deletes), 1);

@@ -4,7 +4,7 @@
 //! in its place; an open breaker pauses every wait.
 
 use acceptance::upstream_mock::{MockUpstream, OnPost};
-use acceptance::{Options, TestApp, day, hours, invoke_worker, send, slug, sqs_record};
+use acceptance::{Options, TestApp, day, hours, invoke_worker, send, slug, sqs_record, waitlist_entry_path};
 use chrono::{Duration, Utc};
 use futures::future::join_all;
 use reqwest::StatusCode;
@@ -16,7 +16,10 @@ use uuid::Uuid;
 
 const SEAT: &str = "seat-42";
 
-async fn app_with(upstream: &MockUpstream) -> (TestApp, Arc<ManualClock>) {
+/// A system of record, a server on it whose clock the test moves, and the seat
+/// [`SEAT`] as a resource of the server's.
+async fn a_seat() -> (MockUpstream, TestApp, Arc<ManualClock>, Uuid) {
+    let upstream = MockUpstream::start().await;
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with(Options {
         upstream: Some(upstream.base.clone()),
@@ -24,11 +27,16 @@ async fn app_with(upstream: &MockUpstream) -> (TestApp, Arc<ManualClock>) {
         ..Default::default()
     })
     .await;
-    (app, clock)
+    let seat =
+        app.resource_with(json!({"name": "Library seat 42", "authority": "upstream", "upstream_ref": SEAT})).await;
+    (upstream, app, clock, seat)
 }
 
-async fn seat(app: &TestApp) -> Uuid {
-    app.resource_with(json!({"name": "Library seat 42", "authority": "upstream", "upstream_ref": SEAT})).await
+/// [`a_seat`], which someone else holds from 10:00 to 11:00 in the system of record.
+async fn a_seat_taken_upstream() -> (MockUpstream, TestApp, Arc<ManualClock>, Uuid) {
+    let (upstream, app, clock, seat) = a_seat().await;
+    taken_upstream(&upstream);
+    (upstream, app, clock, seat)
 }
 
 /// Someone else holds the seat from 10:00 to 11:00 in the system of record.
@@ -40,26 +48,13 @@ fn freed_upstream(upstream: &MockUpstream) {
     upstream.with(|s| s.foreign.clear());
 }
 
+/// A wait for the seat from 10:00 to 11:00 that must be taken: the entry.
 async fn join(app: &TestApp, who: &str, seat: Uuid, auto_book: bool) -> Value {
     let (s, e) = hours(10, 11);
-    let (status, body) = send(app.post(
-        who,
-        &format!("/v1/resources/{seat}/waitlist"),
-        &json!({"start": s, "end": e, "auto_book": auto_book}),
-    ))
-    .await;
+    let (status, body) =
+        app.join_waitlist_with(who, seat, &json!({"start": s, "end": e, "auto_book": auto_book})).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     body
-}
-
-async fn entry(app: &TestApp, who: &str, e: &Value) -> Value {
-    let (status, body) = send(app.get(who, &format!("/v1/waitlist/{}", e["id"].as_str().unwrap()))).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    body
-}
-
-async fn reservation(app: &TestApp, who: &str, id: &Value) -> Value {
-    send(app.get(who, &format!("/v1/reservations/{}", id.as_str().unwrap()))).await.1
 }
 
 /// One poll of the due seats, as the sweeper runs it.
@@ -78,10 +73,7 @@ fn posts(upstream: &MockUpstream) -> u64 {
 
 #[tokio::test]
 async fn a_seat_taken_upstream_and_freed_later_books_the_first_waiter_with_one_post() {
-    let upstream = MockUpstream::start().await;
-    let (app, clock) = app_with(&upstream).await;
-    let seat = seat(&app).await;
-    taken_upstream(&upstream);
+    let (upstream, app, clock, seat) = a_seat_taken_upstream().await;
     let alice = join(&app, "alice", seat, true).await;
     assert_eq!((alice["status"].as_str(), alice["position"].as_i64()), (Some("WAITING"), Some(1)));
     assert_eq!(
@@ -89,16 +81,9 @@ async fn a_seat_taken_upstream_and_freed_later_books_the_first_waiter_with_one_p
         (Some(true), Some("WAITING_FOR_SEAT"))
     );
     let bob = join(&app, "bob", seat, true).await;
-    let approvals: i64 = app
-        .db()
-        .await
-        .query_one(
-            "SELECT count(*) FROM approvals WHERE action = 'wait_for_seat' AND waitlist_entry_id IS NOT NULL",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let approvals = app
+        .count("SELECT count(*) FROM approvals WHERE action = 'wait_for_seat' AND waitlist_entry_id IS NOT NULL", &[])
+        .await;
     assert_eq!(approvals, 2, "joining was the consent to the write, and it is on record");
 
     // Taken: read, nothing written, and the backoff grows.
@@ -113,14 +98,14 @@ async fn a_seat_taken_upstream_and_freed_later_books_the_first_waiter_with_one_p
     later(&app, &clock);
     let report = poll_once(&app).await;
     assert_eq!((report.writes, report.booked), (1, 1), "{report:?}");
-    let alice = entry(&app, "alice", &alice).await;
+    let alice = app.waitlist_entry("alice", &alice).await;
     assert_eq!(alice["status"], "ACCEPTED");
-    let booking = reservation(&app, "alice", &alice["reservation_id"]).await;
+    let booking = app.reservation("alice", &alice["reservation_id"]).await;
     assert_eq!(
         (booking["status"].as_str(), booking["intent"]["state"].as_str(), booking["owner"].as_str()),
         (Some("CONFIRMED"), Some("SUCCEEDED"), Some("alice"))
     );
-    let bob = entry(&app, "bob", &bob).await;
+    let bob = app.waitlist_entry("bob", &bob).await;
     assert_eq!((bob["status"].as_str(), bob["position"].as_i64()), (Some("WAITING"), Some(1)));
     assert_eq!(bob["intent"]["state"], "WAITING_FOR_SEAT");
 
@@ -134,10 +119,7 @@ async fn a_seat_taken_upstream_and_freed_later_books_the_first_waiter_with_one_p
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_waiters_on_one_seat_cost_one_post_per_free_event_in_fifo_order() {
-    let upstream = MockUpstream::start().await;
-    let (app, clock) = app_with(&upstream).await;
-    let seat = seat(&app).await;
-    taken_upstream(&upstream);
+    let (upstream, app, clock, seat) = a_seat_taken_upstream().await;
     let entries = join_all((0..50).map(|i| {
         let app = &app;
         async move { (format!("u{i}"), join(app, &format!("u{i}"), seat, true).await) }
@@ -172,15 +154,9 @@ async fn fifty_waiters_on_one_seat_cost_one_post_per_free_event_in_fifo_order() 
         assert_eq!(reports.iter().map(|r| r.writes).sum::<u64>(), 1, "free event {event}: {reports:?}");
         assert_eq!(posts(&upstream) - before, 1, "free event {event}");
         let (_, e) = entries.iter().find(|(who, _)| who == winner).unwrap();
-        let won = entry(&app, winner, e).await;
+        let won = app.waitlist_entry(winner, e).await;
         assert_eq!(won["status"], "ACCEPTED", "free event {event}: the first in FIFO order wins");
-        let waiting: i64 = app
-            .db()
-            .await
-            .query_one("SELECT count(*) FROM waitlist_entries WHERE status = 'WAITING'", &[])
-            .await
-            .unwrap()
-            .get(0);
+        let waiting = app.count("SELECT count(*) FROM waitlist_entries WHERE status = 'WAITING'", &[]).await;
         assert_eq!(waiting, 50 - 1 - event as i64);
 
         // The winner gives the seat back (the cancel deletes its charge upstream): the
@@ -198,10 +174,7 @@ async fn fifty_waiters_on_one_seat_cost_one_post_per_free_event_in_fifo_order() 
 
 #[tokio::test]
 async fn a_race_lost_upstream_puts_the_waiter_back_in_its_place() {
-    let upstream = MockUpstream::start().await;
-    let (app, clock) = app_with(&upstream).await;
-    let seat = seat(&app).await;
-    taken_upstream(&upstream);
+    let (upstream, app, clock, seat) = a_seat_taken_upstream().await;
     let alice = join(&app, "alice", seat, true).await;
     let bob = join(&app, "bob", seat, true).await;
     poll_once(&app).await;
@@ -212,13 +185,13 @@ async fn a_race_lost_upstream_puts_the_waiter_back_in_its_place() {
     later(&app, &clock);
     let report = poll_once(&app).await;
     assert_eq!((report.writes, report.booked), (1, 0), "{report:?}");
-    let alice_now = entry(&app, "alice", &alice).await;
+    let alice_now = app.waitlist_entry("alice", &alice).await;
     assert_eq!((alice_now["status"].as_str(), alice_now["position"].as_i64()), (Some("WAITING"), Some(1)));
     assert_eq!(
         (alice_now["intent"]["state"].as_str(), alice_now["intent"]["attempts"].as_i64()),
         (Some("WAITING_FOR_SEAT"), Some(1))
     );
-    assert_eq!(entry(&app, "bob", &bob).await["position"], 2);
+    assert_eq!(app.waitlist_entry("bob", &bob).await["position"], 2);
     let attempt = app
         .db()
         .await
@@ -233,18 +206,15 @@ async fn a_race_lost_upstream_puts_the_waiter_back_in_its_place() {
     upstream.with(|s| s.on_post = OnPost::Accept);
     clock.advance(Duration::seconds(2));
     assert_eq!(poll_once(&app).await.booked, 1);
-    let alice_now = entry(&app, "alice", &alice).await;
+    let alice_now = app.waitlist_entry("alice", &alice).await;
     assert_eq!((alice_now["status"].as_str(), alice_now["intent"]["attempts"].as_i64()), (Some("ACCEPTED"), Some(2)));
-    assert_eq!(reservation(&app, "alice", &alice_now["reservation_id"]).await["status"], "CONFIRMED");
+    assert_eq!(app.reservation("alice", &alice_now["reservation_id"]).await["status"], "CONFIRMED");
     assert_eq!(posts(&upstream), 2);
 }
 
 #[tokio::test]
 async fn an_open_breaker_stops_all_polling_and_writes_until_its_probe_closes_it() {
-    let upstream = MockUpstream::start().await;
-    let (app, clock) = app_with(&upstream).await;
-    let seat = seat(&app).await;
-    taken_upstream(&upstream);
+    let (upstream, app, clock, seat) = a_seat_taken_upstream().await;
     let alice = join(&app, "alice", seat, true).await;
     poll_once(&app).await;
 
@@ -267,7 +237,7 @@ async fn an_open_breaker_stops_all_polling_and_writes_until_its_probe_closes_it(
         clock.advance(Duration::milliseconds(400));
     }
     assert_eq!(upstream.with(|s| s.calls), calls, "no read and no write reached the upstream");
-    assert_eq!(entry(&app, "alice", &alice).await["intent"]["state"], "WAITING_FOR_SEAT");
+    assert_eq!(app.waitlist_entry("alice", &alice).await["intent"]["state"], "WAITING_FOR_SEAT");
 
     // After the cool-down the seat's read is the probe; it closes the breaker and the
     // wait goes on.
@@ -294,10 +264,7 @@ async fn auto_book_is_refused_on_a_local_resource() {
 
 #[tokio::test]
 async fn without_auto_book_an_upstream_offer_is_made_only_once_the_upstream_shows_the_seat_free() {
-    let upstream = MockUpstream::start().await;
-    let (app, clock) = app_with(&upstream).await;
-    let seat = seat(&app).await;
-    taken_upstream(&upstream);
+    let (upstream, app, clock, seat) = a_seat_taken_upstream().await;
     // Free locally, taken upstream: no offer.
     let bob = join(&app, "bob", seat, false).await;
     assert_eq!(
@@ -305,27 +272,24 @@ async fn without_auto_book_an_upstream_offer_is_made_only_once_the_upstream_show
         (Some("WAITING"), Some(false), Value::Null)
     );
     assert_eq!(poll_once(&app).await.offers, 0);
-    assert_eq!(entry(&app, "bob", &bob).await["status"], "WAITING");
+    assert_eq!(app.waitlist_entry("bob", &bob).await["status"], "WAITING");
 
     freed_upstream(&upstream);
     later(&app, &clock);
     assert_eq!(poll_once(&app).await.offers, 1);
-    let bob = entry(&app, "bob", &bob).await;
+    let bob = app.waitlist_entry("bob", &bob).await;
     assert_eq!(bob["status"], "OFFERED");
-    let offer = reservation(&app, "bob", &bob["reservation_id"]).await;
+    let offer = app.reservation("bob", &bob["reservation_id"]).await;
     assert_eq!((offer["status"].as_str(), offer["source"].as_str()), (Some("HELD"), Some("waitlist_offer")));
     assert_eq!(posts(&upstream), 0, "an offer writes nothing upstream until it is confirmed");
 }
 
 #[tokio::test]
 async fn a_waiter_leaves_at_any_time_and_a_wait_ends_when_its_range_starts() {
-    let upstream = MockUpstream::start().await;
-    let (app, clock) = app_with(&upstream).await;
-    let seat = seat(&app).await;
-    taken_upstream(&upstream);
+    let (upstream, app, clock, seat) = a_seat_taken_upstream().await;
     let alice = join(&app, "alice", seat, true).await;
     let bob = join(&app, "bob", seat, true).await;
-    let (status, left) = send(app.delete("alice", &format!("/v1/waitlist/{}", alice["id"].as_str().unwrap()))).await;
+    let (status, left) = send(app.delete("alice", &waitlist_entry_path(&alice["id"]))).await;
     assert_eq!(
         (status, left["status"].as_str(), left["intent"]["state"].as_str()),
         (StatusCode::OK, Some("CANCELLED"), Some("CANCELLED"))
@@ -334,16 +298,14 @@ async fn a_waiter_leaves_at_any_time_and_a_wait_ends_when_its_range_starts() {
     clock.set(day() + Duration::hours(10) + Duration::seconds(1));
     let report = sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default()).await;
     assert_eq!(report.waits_ended, Some(1), "{report:?}");
-    let bob = entry(&app, "bob", &bob).await;
+    let bob = app.waitlist_entry("bob", &bob).await;
     assert_eq!((bob["status"].as_str(), bob["intent"]["state"].as_str()), (Some("EXPIRED"), Some("CANCELLED")));
     assert_eq!(posts(&upstream), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_who_leaves_mid_write_is_booked_first_then_cancelled_through_a_cancel_intent() {
-    let upstream = MockUpstream::start().await;
-    let (app, _clock) = app_with(&upstream).await;
-    let seat = seat(&app).await;
+    let (upstream, app, _clock, seat) = a_seat().await;
     let alice = join(&app, "alice", seat, true).await;
     // The seat's view is in the cache already; the write is slow.
     let (from, to) = hours(10, 11);
@@ -354,7 +316,7 @@ async fn a_waiter_who_leaves_mid_write_is_booked_first_then_cancelled_through_a_
         tokio::spawn(async move { poll(&state, state.upstream.as_deref().unwrap(), 10).await.unwrap() })
     };
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let (status, leaving) = send(app.delete("alice", &format!("/v1/waitlist/{}", alice["id"].as_str().unwrap()))).await;
+    let (status, leaving) = send(app.delete("alice", &waitlist_entry_path(&alice["id"]))).await;
     assert_eq!(
         (status, leaving["status"].as_str(), leaving["intent"]["state"].as_str()),
         (StatusCode::OK, Some("WAITING"), Some("RESERVING")),
@@ -362,7 +324,7 @@ async fn a_waiter_who_leaves_mid_write_is_booked_first_then_cancelled_through_a_
     );
     assert_eq!(polling.await.unwrap().writes, 1);
     upstream.with(|s| s.delay = std::time::Duration::ZERO);
-    let alice = entry(&app, "alice", &alice).await;
+    let alice = app.waitlist_entry("alice", &alice).await;
     assert_eq!((alice["status"].as_str(), alice["intent"]["state"].as_str()), (Some("CANCELLED"), Some("SUCCEEDED")));
     let booking: String =
         app.db().await.query_one("SELECT status FROM reservations WHERE owner = 'alice'", &[]).await.unwrap().get(0);
@@ -375,10 +337,7 @@ async fn a_waiter_who_leaves_mid_write_is_booked_first_then_cancelled_through_a_
 
 #[tokio::test]
 async fn a_wait_outside_the_calendar_rules_now_is_neither_booked_nor_offered_until_they_allow_it() {
-    let upstream = MockUpstream::start().await;
-    let (app, clock) = app_with(&upstream).await;
-    let seat = seat(&app).await;
-    taken_upstream(&upstream);
+    let (upstream, app, clock, seat) = a_seat_taken_upstream().await;
     let alice = join(&app, "alice", seat, true).await;
     let bob = join(&app, "bob", seat, false).await;
     // Bookable a week ahead at most: the waits' range, a month ahead, is out of reach.
@@ -391,8 +350,8 @@ async fn a_wait_outside_the_calendar_rules_now_is_neither_booked_nor_offered_unt
     let report = poll_once(&app).await;
     assert_eq!((report.writes, report.offers), (0, 0), "{report:?}");
     assert_eq!(posts(&upstream), 0, "nothing is written upstream for a range the rules refuse");
-    assert_eq!(entry(&app, "alice", &alice).await["status"], "WAITING");
-    assert_eq!(entry(&app, "bob", &bob).await["status"], "WAITING");
+    assert_eq!(app.waitlist_entry("alice", &alice).await["status"], "WAITING");
+    assert_eq!(app.waitlist_entry("bob", &bob).await["status"], "WAITING");
 
     let (status, body) =
         send(app.patch("admin", &format!("/v1/resources/{seat}"), &json!({"max_advance_days": 60}))).await;
@@ -400,6 +359,6 @@ async fn a_wait_outside_the_calendar_rules_now_is_neither_booked_nor_offered_unt
     later(&app, &clock);
     let report = poll_once(&app).await;
     assert_eq!((report.writes, report.booked), (1, 1), "{report:?}");
-    assert_eq!(entry(&app, "alice", &alice).await["status"], "ACCEPTED");
+    assert_eq!(app.waitlist_entry("alice", &alice).await["status"], "ACCEPTED");
     assert_eq!(posts(&upstream), 1);
 }

@@ -1,7 +1,7 @@
 //! The waitlist: freed capacity is handed over in FIFO order, in the transaction that
 //! frees it, and never exceeds the capacity.
 
-use acceptance::{TestApp, hours, reservation_path, send, slug};
+use acceptance::{TestApp, hours, reservation_path, send, slug, waitlist_entry_path};
 use chrono::{Duration, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -12,26 +12,11 @@ use shared::outbox::LogPublisher;
 use std::sync::Arc;
 use uuid::Uuid;
 
+/// A wait that must be taken: the entry.
 async fn join(app: &TestApp, who: &str, resource: Uuid, from: i64, to: i64, quantity: i32) -> Value {
-    let (s, e) = hours(from, to);
-    let (status, body) = send(app.post(
-        who,
-        &format!("/v1/resources/{resource}/waitlist"),
-        &json!({"start": s, "end": e, "quantity": quantity}),
-    ))
-    .await;
+    let (status, body) = app.join_waitlist(who, resource, from, to, quantity).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     body
-}
-
-async fn entry(app: &TestApp, who: &str, e: &Value) -> Value {
-    let (status, body) = send(app.get(who, &format!("/v1/waitlist/{}", e["id"].as_str().unwrap()))).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    body
-}
-
-async fn reservation(app: &TestApp, who: &str, id: &Value) -> Value {
-    send(app.get(who, &format!("/v1/reservations/{}", id.as_str().unwrap()))).await.1
 }
 
 #[tokio::test]
@@ -45,13 +30,13 @@ async fn a_release_offers_the_slot_to_the_first_waiter_and_not_to_the_second() {
     assert_eq!((carol["status"].as_str(), carol["position"].as_i64()), (Some("WAITING"), Some(2)));
 
     send(app.delete("alice", &reservation_path(&alice["id"]))).await;
-    let bob = entry(&app, "bob", &bob).await;
+    let bob = app.waitlist_entry("bob", &bob).await;
     assert_eq!(bob["status"], "OFFERED");
     assert_eq!(bob["position"], Value::Null);
-    let offer = reservation(&app, "bob", &bob["reservation_id"]).await;
+    let offer = app.reservation("bob", &bob["reservation_id"]).await;
     assert_eq!((offer["status"].as_str(), offer["source"].as_str()), (Some("HELD"), Some("waitlist_offer")));
     assert_eq!(offer["owner"], "bob");
-    let carol = entry(&app, "carol", &carol).await;
+    let carol = app.waitlist_entry("carol", &carol).await;
     assert_eq!((carol["status"].as_str(), carol["position"].as_i64()), (Some("WAITING"), Some(1)));
     // The slot went to bob, not back to the public pool.
     let (s, e) = hours(10, 11);
@@ -66,20 +51,20 @@ async fn a_declined_offer_passes_to_the_next_waiter_and_confirming_accepts() {
     let bob = join(&app, "bob", room, 10, 11, 1).await;
     let carol = join(&app, "carol", room, 10, 11, 1).await;
     send(app.delete("alice", &reservation_path(&alice["id"]))).await;
-    let bob = entry(&app, "bob", &bob).await;
+    let bob = app.waitlist_entry("bob", &bob).await;
 
     // Only the entry's owner can accept: the offer is bob's reservation.
     assert_eq!(app.confirm("carol", &bob["reservation_id"]).await.0, StatusCode::NOT_FOUND);
     // Bob declines by deleting the offer; it passes to carol.
     let (status, declined) = send(app.delete("bob", &reservation_path(&bob["reservation_id"]))).await;
     assert_eq!((status, declined["status"].as_str()), (StatusCode::OK, Some("RELEASED")));
-    assert_eq!(entry(&app, "bob", &bob).await["status"], "CANCELLED");
-    let carol = entry(&app, "carol", &carol).await;
+    assert_eq!(app.waitlist_entry("bob", &bob).await["status"], "CANCELLED");
+    let carol = app.waitlist_entry("carol", &carol).await;
     assert_eq!(carol["status"], "OFFERED");
 
     let (status, accepted) = app.confirm("carol", &carol["reservation_id"]).await;
     assert_eq!((status, accepted["status"].as_str()), (StatusCode::OK, Some("CONFIRMED")));
-    assert_eq!(entry(&app, "carol", &carol).await["status"], "ACCEPTED");
+    assert_eq!(app.waitlist_entry("carol", &carol).await["status"], "ACCEPTED");
 }
 
 #[tokio::test]
@@ -88,7 +73,7 @@ async fn joining_when_the_capacity_is_free_offers_at_once() {
     let room = app.resource(1).await;
     let e = join(&app, "bob", room, 10, 11, 1).await;
     assert_eq!(e["status"], "OFFERED");
-    let offer = reservation(&app, "bob", &e["reservation_id"]).await;
+    let offer = app.reservation("bob", &e["reservation_id"]).await;
     assert_eq!(offer["status"], "HELD");
 }
 
@@ -104,9 +89,9 @@ async fn entries_that_do_not_fit_keep_waiting_and_later_ones_that_fit_are_offere
     assert_eq!((big["status"].as_str(), small["status"].as_str()), (Some("WAITING"), Some("WAITING")));
     // One unit frees: bob (2) does not fit and keeps his place; carol (1) does.
     send(app.delete("alice", &reservation_path(&a["id"]))).await;
-    let big = entry(&app, "bob", &big).await;
+    let big = app.waitlist_entry("bob", &big).await;
     assert_eq!((big["status"].as_str(), big["position"].as_i64()), (Some("WAITING"), Some(1)));
-    assert_eq!(entry(&app, "carol", &small).await["status"], "OFFERED");
+    assert_eq!(app.waitlist_entry("carol", &small).await["status"], "OFFERED");
 }
 
 #[tokio::test]
@@ -119,33 +104,40 @@ async fn an_offer_that_lapses_passes_on_and_leaving_an_offered_entry_passes_it_o
     let carol = join(&app, "carol", room, 10, 11, 1).await;
     let dave = join(&app, "dave", room, 10, 11, 1).await;
     send(app.delete("alice", &reservation_path(&alice["id"]))).await;
-    let bob = entry(&app, "bob", &bob).await;
+    let bob = app.waitlist_entry("bob", &bob).await;
     assert_eq!(bob["status"], "OFFERED");
 
     clock.advance(Duration::seconds(61));
-    assert_eq!(entry(&app, "bob", &bob).await["status"], "EXPIRED", "reads know before any sweep");
+    assert_eq!(app.waitlist_entry("bob", &bob).await["status"], "EXPIRED", "reads know before any sweep");
     let report = sweeper::sweep(&app.state, &LogPublisher, Bounds::default()).await;
     assert_eq!(report.expiry.as_ref().map(|e| (e.expired, e.offers)), Some((1, 1)));
-    assert_eq!(entry(&app, "bob", &bob).await["status"], "EXPIRED");
-    let carol = entry(&app, "carol", &carol).await;
+    assert_eq!(app.waitlist_entry("bob", &bob).await["status"], "EXPIRED");
+    let carol = app.waitlist_entry("carol", &carol).await;
     assert_eq!(carol["status"], "OFFERED");
     assert_eq!(app.confirm("bob", &bob["reservation_id"]).await.0, StatusCode::CONFLICT);
 
     // Carol leaves while offered: her hold is released and passes to dave.
-    let (status, left) = send(app.delete("carol", &format!("/v1/waitlist/{}", carol["id"].as_str().unwrap()))).await;
+    let (status, left) = send(app.delete("carol", &waitlist_entry_path(&carol["id"]))).await;
     assert_eq!((status, left["status"].as_str()), (StatusCode::OK, Some("CANCELLED")));
-    assert_eq!(reservation(&app, "carol", &carol["reservation_id"]).await["status"], "RELEASED");
-    assert_eq!(entry(&app, "dave", &dave).await["status"], "OFFERED");
+    assert_eq!(app.reservation("carol", &carol["reservation_id"]).await["status"], "RELEASED");
+    assert_eq!(app.waitlist_entry("dave", &dave).await["status"], "OFFERED");
 }
 
-#[tokio::test]
-async fn a_lapsed_hold_is_offered_by_the_sweep_without_any_client_call() {
+/// Alice's 30-second hold of 10:00 to 11:00 has lapsed, not yet swept, while bob waits
+/// for that hour: the server, the room and bob's entry.
+async fn bob_waits_for_an_hour_whose_hold_lapsed() -> (TestApp, Uuid, Value) {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 30})).await;
     app.hold("alice", room, 10, 11).await;
     let bob = join(&app, "bob", room, 10, 11, 1).await;
     clock.advance(Duration::seconds(31));
+    (app, room, bob)
+}
+
+#[tokio::test]
+async fn a_lapsed_hold_is_offered_by_the_sweep_without_any_client_call() {
+    let (app, _room, bob) = bob_waits_for_an_hour_whose_hold_lapsed().await;
     // The scheduled function, invoked as EventBridge would invoke it.
     let event: aws_lambda_events::eventbridge::EventBridgeEvent<Value> =
         serde_json::from_str(include_str!("../../events/scheduled.json")).unwrap();
@@ -155,20 +147,15 @@ async fn a_lapsed_hold_is_offered_by_the_sweep_without_any_client_call() {
             .unwrap();
     assert_eq!(report.expiry.as_ref().unwrap().offers, 1);
     assert!(report.failed.is_empty());
-    assert_eq!(entry(&app, "bob", &bob).await["status"], "OFFERED");
+    assert_eq!(app.waitlist_entry("bob", &bob).await["status"], "OFFERED");
 }
 
 #[tokio::test]
 async fn a_lapsed_hold_goes_to_the_waiter_before_a_newcomer_even_before_the_sweep() {
-    let clock = Arc::new(ManualClock::new(Utc::now()));
-    let app = TestApp::spawn_with_clock(clock.clone()).await;
-    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 30})).await;
-    app.hold("alice", room, 10, 11).await;
-    let bob = join(&app, "bob", room, 10, 11, 1).await;
-    clock.advance(Duration::seconds(31));
+    let (app, room, bob) = bob_waits_for_an_hour_whose_hold_lapsed().await;
     let (s, e) = hours(10, 11);
     assert_eq!(app.reserve("mallory", room, (&s, &e), 1).await.0, StatusCode::CONFLICT);
-    assert_eq!(entry(&app, "bob", &bob).await["status"], "OFFERED");
+    assert_eq!(app.waitlist_entry("bob", &bob).await["status"], "OFFERED");
 }
 
 #[tokio::test]
@@ -177,7 +164,7 @@ async fn others_cannot_see_or_leave_an_entry() {
     let room = app.resource(1).await;
     app.hold("alice", room, 10, 11).await;
     let bob = join(&app, "bob", room, 10, 11, 1).await;
-    let path = format!("/v1/waitlist/{}", bob["id"].as_str().unwrap());
+    let path = waitlist_entry_path(&bob["id"]);
     for (status, problem) in [send(app.get("mallory", &path)).await, send(app.delete("mallory", &path)).await] {
         assert_eq!((status, slug(&problem)), (StatusCode::NOT_FOUND, "waitlist-entry-not-found"));
     }
@@ -308,34 +295,13 @@ async fn no_waitlist_path_ever_exceeds_the_capacity() {
     assert!(offers > 0, "the waitlist paths were exercised");
 }
 
-async fn join_answer(
-    app: &TestApp,
-    who: &str,
-    resource: Uuid,
-    from: i64,
-    to: i64,
-    quantity: i32,
-) -> (StatusCode, Value) {
-    let (s, e) = hours(from, to);
-    send(app.post(
-        who,
-        &format!("/v1/resources/{resource}/waitlist"),
-        &json!({"start": s, "end": e, "quantity": quantity}),
-    ))
-    .await
-}
-
 async fn active_entries(app: &TestApp, resource: Uuid, who: &str) -> i64 {
-    app.db()
-        .await
-        .query_one(
-            "SELECT count(*) FROM waitlist_entries WHERE resource_id = $1 AND owner = $2 \
+    app.count(
+        "SELECT count(*) FROM waitlist_entries WHERE resource_id = $1 AND owner = $2 \
              AND status IN ('WAITING', 'OFFERED')",
-            &[&resource, &who],
-        )
-        .await
-        .unwrap()
-        .get(0)
+        &[&resource, &who],
+    )
+    .await
 }
 
 #[tokio::test]
@@ -346,17 +312,17 @@ async fn joining_again_for_the_same_range_answers_the_place_already_held() {
     let first = join(&app, "bob", room, 10, 11, 1).await;
     let carol = join(&app, "carol", room, 10, 11, 1).await;
 
-    let (status, again) = join_answer(&app, "bob", room, 10, 11, 1).await;
+    let (status, again) = app.join_waitlist("bob", room, 10, 11, 1).await;
     assert_eq!(status, StatusCode::OK, "{again}");
     assert_eq!((&again["id"], &again["position"]), (&first["id"], &json!(1)), "the same place, not a new one");
-    assert_eq!(entry(&app, "carol", &carol).await["position"], 2, "nobody was pushed back");
+    assert_eq!(app.waitlist_entry("carol", &carol).await["position"], 2, "nobody was pushed back");
     assert_eq!(active_entries(&app, room, "bob").await, 1);
 
     // Another range is another place; so is the same range once the first place is left.
-    let (status, other) = join_answer(&app, "bob", room, 11, 12, 1).await;
+    let (status, other) = app.join_waitlist("bob", room, 11, 12, 1).await;
     assert_eq!(status, StatusCode::CREATED, "{other}");
-    send(app.delete("bob", &format!("/v1/waitlist/{}", first["id"].as_str().unwrap()))).await;
-    let (status, rejoined) = join_answer(&app, "bob", room, 10, 11, 1).await;
+    send(app.delete("bob", &waitlist_entry_path(&first["id"]))).await;
+    let (status, rejoined) = app.join_waitlist("bob", room, 10, 11, 1).await;
     assert_eq!(status, StatusCode::CREATED, "{rejoined}");
     assert_ne!(rejoined["id"], first["id"]);
     assert_eq!(rejoined["position"], 2, "a new place is at the end of the queue");
@@ -367,7 +333,7 @@ async fn concurrent_identical_joins_without_a_key_make_one_entry() {
     let app = TestApp::spawn().await;
     let room = app.resource(1).await;
     app.hold("alice", room, 10, 11).await;
-    let answers = futures::future::join_all((0..12).map(|_| join_answer(&app, "bob", room, 10, 11, 1))).await;
+    let answers = futures::future::join_all((0..12).map(|_| app.join_waitlist("bob", room, 10, 11, 1))).await;
     let created = answers.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
     let found = answers.iter().filter(|(s, _)| *s == StatusCode::OK).count();
     assert_eq!((created, found), (1, 11), "{answers:?}");

@@ -415,7 +415,7 @@ async fn the_event_types_an_endpoint_may_ask_for_are_the_ones_the_outbox_writes(
         .await
         .unwrap()
         .get(0);
-    // `kind = ANY ('{reservation.held,...}'::text[])` (V16): the list inside the braces.
+    // `kind = ANY ('{reservation.held,...}'::text[])` : the list inside the braces.
     let list = check.split_once("'{").and_then(|(_, rest)| rest.split_once("}'")).map(|(list, _)| list);
     let list = list.unwrap_or_else(|| panic!("no array constant in {check}"));
     let mut written: Vec<&str> = list.split(',').filter(|kind| *kind != "intent.requested").collect();
