@@ -117,8 +117,8 @@ pub const HOLD: &str = concat!(
 pub const HOLD_KEYED: &str = concat!(
     "SELECT outcome, capacity, ",
     columns!(),
-    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
-     p_event_id => $10)"
+    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
+     $20)"
 );
 
 /// A reservation as a keyed hold stored it for its replay (`reservation_snapshot`,
