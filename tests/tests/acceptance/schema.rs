@@ -27,3 +27,25 @@ async fn a_migrated_database_has_the_checked_in_schema() {
         );
     }
 }
+
+/// The migration step applies every function again each time it runs, so a redeploy
+/// applies a function's new definition to a database that is already migrated.
+#[tokio::test]
+async fn the_migration_step_applies_the_functions_again_on_a_migrated_database() {
+    let url = acceptance::fresh_database().await;
+    let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    let task = tokio::spawn(connection);
+    client
+        .batch_execute(
+            "CREATE OR REPLACE FUNCTION uuidv7() RETURNS uuid LANGUAGE sql AS \
+             $$ SELECT '00000000-0000-0000-0000-000000000000'::uuid $$",
+        )
+        .await
+        .unwrap();
+    let applied = shared::db::migrate(&mut client).await.expect("the migration step runs again");
+    assert_eq!(applied, 0, "no migration is pending");
+    let id: uuid::Uuid = client.query_one("SELECT uuidv7()", &[]).await.unwrap().get(0);
+    assert_eq!(id.get_version_num(), 7, "sql/functions/uuidv7.sql is the definition again: {id}");
+    drop(client);
+    let _ = task.await;
+}
