@@ -302,7 +302,7 @@ async fn a_hold_fits_beside_two_claims_that_never_overlap_each_other() {
 }
 
 /// A hold of a capacity-1 resource left in flight: `reservation_hold` in a transaction
-/// that stays open, holding the resource row as every such hold does (V21: FOR SHARE).
+/// that stays open, holding the resource row as every such hold does (FOR SHARE).
 async fn hold_in_flight(app: &TestApp, resource: Uuid, (start, end): (&str, &str)) -> deadpool_postgres::Object {
     let tx = app.db().await;
     tx.batch_execute("BEGIN").await.unwrap();
