@@ -364,15 +364,22 @@ class Database:
         if not re.search(r"//[^/]*/", self.url):
             self.url = admin_url.rstrip("/") + "/" + self.name
         atexit.register(self.drop)
-        for m in sorted(ROOT.glob("migrations/V*.sql"), key=lambda p: int(p.name[1:].split("__")[0])):
+        # The migration step: the migrations in version order, then every function in
+        # one transaction (shared::db::migrate).
+        migrations = sorted(ROOT.glob("migrations/V*.sql"), key=lambda p: int(p.name[1:].split("__")[0]))
+        functions = sorted(ROOT.glob("sql/functions/*.sql"))
+        steps = [(m.name, m.read_text()) for m in migrations]
+        steps.append(("sql/functions", "".join(f.read_text() for f in functions)))
+        for name, sql in steps:
             r = subprocess.run(
-                ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-1", "-d", self.url, "-f", str(m)],
+                ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-1", "-d", self.url, "-f", "-"],
+                input=sql,
                 capture_output=True,
                 text=True,
                 timeout=120,
             )
             if r.returncode != 0:
-                raise RuntimeError(f"migration {m.name}: {r.stderr.strip()}")
+                raise RuntimeError(f"migration {name}: {r.stderr.strip()}")
 
     def drop(self):
         try:

@@ -8,8 +8,7 @@ BEGIN
         SELECT * INTO r FROM reservation_hold(
             gen_random_uuid(), ids[i % 200 + 1], 'owner-' || (i % 50),
             base + make_interval(hours => i / 200 + :OFF), base + make_interval(hours => i / 200 + :OFF + 1),
-            1, false, now(), '{}'::jsonb,
-            p_event_id => gen_random_uuid());
+            1, false, now(), '{}'::jsonb, gen_random_uuid());
         IF r.outcome <> 'reserved' THEN RAISE EXCEPTION 'outcome %', r.outcome; END IF;
         COMMIT;
     END LOOP;

@@ -8,10 +8,9 @@ BEGIN
         SELECT * INTO r FROM reservation_hold(
             gen_random_uuid(), ids[i % 200 + 1], 'owner-' || (i % 50),
             base + make_interval(hours => i / 200 + :OFF), base + make_interval(hours => i / 200 + :OFF + 1),
-            1, false, now(), '{}'::jsonb,
+            1, false, now(), '{}'::jsonb, gen_random_uuid(),
             'owner-' || (i % 50), 'POST', '/v1/reservations', gen_random_uuid()::text, '\x00'::bytea,
-            now() + interval '1 day', '0', 409::smallint, '{}'::jsonb, '\x00'::bytea,
-            p_event_id => gen_random_uuid());
+            now() + interval '1 day', '0', 409::smallint, '{}'::jsonb, '\x00'::bytea);
         IF r.outcome <> 'reserved' THEN RAISE EXCEPTION 'outcome %', r.outcome; END IF;
         COMMIT;
     END LOOP;

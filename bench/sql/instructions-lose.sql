@@ -8,7 +8,7 @@ BEGIN
         SELECT * INTO r FROM reservation_hold(
             gen_random_uuid(), ids[1], 'owner-' || (i % 50),
             base + make_interval(hours => :OFF), base + make_interval(hours => :OFF + 1),
-            1, false, now(), '{}'::jsonb, p_event_id => gen_random_uuid());
+            1, false, now(), '{}'::jsonb, gen_random_uuid());
         IF r.outcome NOT IN ('reserved', 'unavailable') THEN RAISE EXCEPTION 'outcome %', r.outcome; END IF;
         COMMIT;
     END LOOP;

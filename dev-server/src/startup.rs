@@ -104,6 +104,10 @@ pub async fn migrate(config: &Config) -> Result<usize, StartupError> {
             MigrateError::Config(e) => StartupError::Config(e),
             MigrateError::Database(e) => StartupError::Database { at, reason: postgres_reason(&e) },
             MigrateError::Migration(e) => StartupError::Migration { at, reason: e.to_string() },
+            MigrateError::Function { file, source } => StartupError::Migration {
+                at,
+                reason: format!("sql/functions/{file}.sql: {}", postgres_reason(&source)),
+            },
         }
     })
 }

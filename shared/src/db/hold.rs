@@ -35,12 +35,12 @@ statements![HOLD, HOLD_KEYED, PRECHECK];
 pub const HOLD: &str = concat!(
     "SELECT outcome, capacity, ",
     columns!(),
-    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, p_event_id => $10)"
+    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 );
 
 /// [`HOLD`] for a request with an `Idempotency-Key`: the same function with the key's
-/// arguments after the hold's, which claims the key first and stores the answer last. One more outcome,
-/// `key_taken`, when the key already has a committed row; past `$17` waiting for a
+/// arguments after the hold's, which claims the key first and stores the answer last.
+/// One more outcome, `key_taken`, when the key already has a committed row; past `$17` waiting for a
 /// concurrent original, lock_not_available. Outcomes other than `reserved` and
 /// `unavailable` leave nothing behind, the claim included.
 ///
@@ -50,8 +50,8 @@ pub const HOLD: &str = concat!(
 pub const HOLD_KEYED: &str = concat!(
     "SELECT outcome, capacity, ",
     columns!(),
-    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
-     p_event_id => $10)"
+    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
+     $20)"
 );
 
 /// The look before the lock: the resource, the peak load over the range now, and

@@ -88,6 +88,23 @@ mod embedded {
     refinery::embed_migrations!("../migrations");
 }
 
+/// Every SQL function and trigger, one file each under sql/functions with its current
+/// definition (`CREATE OR REPLACE`), applied by [`migrate`] after the migrations every
+/// time it runs. Any order works (sql/README.md says why). A unit test fails when a file
+/// is missing here.
+const FUNCTIONS: &[(&str, &str)] = &[
+    ("idempotency_claim", include_str!("../../../sql/functions/idempotency_claim.sql")),
+    ("reservation_event", include_str!("../../../sql/functions/reservation_event.sql")),
+    ("reservation_hold", include_str!("../../../sql/functions/reservation_hold.sql")),
+    ("reservation_insert_if_fits", include_str!("../../../sql/functions/reservation_insert_if_fits.sql")),
+    ("reservation_load", include_str!("../../../sql/functions/reservation_load.sql")),
+    ("reservation_move_if_fits", include_str!("../../../sql/functions/reservation_move_if_fits.sql")),
+    ("reservation_row_valid", include_str!("../../../sql/functions/reservation_row_valid.sql")),
+    ("reservation_snapshot", include_str!("../../../sql/functions/reservation_snapshot.sql")),
+    ("reservations_set_buffered", include_str!("../../../sql/functions/reservations_set_buffered.sql")),
+    ("uuidv7", include_str!("../../../sql/functions/uuidv7.sql")),
+];
+
 /// Failures at the database boundary.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -233,14 +250,26 @@ pub fn pool(config: &Config) -> Result<Pool, ConfigError> {
         .expect("a pool with a runtime and timeouts always builds"))
 }
 
-/// Applies the embedded migrations. An advisory lock makes concurrent starters (several
-/// dev servers, parallel test processes, a deploy hook) take turns instead of racing.
+/// Applies the embedded migrations, then every function of [`FUNCTIONS`] in one
+/// transaction, so that a redeploy applies a changed function. An advisory lock makes
+/// concurrent starters (several dev servers, parallel test processes, a deploy hook)
+/// take turns instead of racing. Returns how many migrations were applied.
 pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<usize, MigrateError> {
     const LOCK_KEY: i64 = 0x7265_7365_7276; // "reserv"
     client.execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY]).await?;
-    let outcome = embedded::migrations::runner().run_async(client).await;
+    let outcome = migrate_holding_the_lock(client).await;
     client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await?;
-    Ok(outcome?.applied_migrations().len())
+    outcome
+}
+
+async fn migrate_holding_the_lock(client: &mut tokio_postgres::Client) -> Result<usize, MigrateError> {
+    let applied = embedded::migrations::runner().run_async(client).await?.applied_migrations().len();
+    let tx = client.transaction().await?;
+    for (file, sql) in FUNCTIONS {
+        tx.batch_execute(sql).await.map_err(|source| MigrateError::Function { file, source })?;
+    }
+    tx.commit().await?;
+    Ok(applied)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -251,6 +280,8 @@ pub enum MigrateError {
     Database(#[from] tokio_postgres::Error),
     #[error("a migration failed")]
     Migration(#[from] refinery::Error),
+    #[error("sql/functions/{file}.sql failed")]
+    Function { file: &'static str, source: tokio_postgres::Error },
 }
 
 /// Connects once, outside any pool, and migrates: for the dev server, tests and the
@@ -271,13 +302,32 @@ pub async fn ping(pool: &Pool) -> Result<(), DbError> {
     Ok(())
 }
 
-/// A fingerprint of the embedded migrations, so that a test template database built
-/// from an older schema is never reused.
+/// A fingerprint of the embedded migrations and functions, so that a test template
+/// database built from another schema or another function's definition is never reused.
 pub fn schema_fingerprint() -> u64 {
-    embedded::migrations::runner()
-        .get_migrations()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |acc, m| (acc ^ m.checksum()).wrapping_mul(0x0100_0000_01b3))
+    const FNV_PRIME: u64 = 0x0100_0000_01b3;
+    let migrations = embedded::migrations::runner().get_migrations().iter().map(|m| m.checksum()).collect::<Vec<_>>();
+    let functions = FUNCTIONS.iter().flat_map(|(file, sql)| file.bytes().chain(sql.bytes())).map(u64::from);
+    migrations.into_iter().chain(functions).fold(0xcbf2_9ce4_8422_2325u64, |acc, v| (acc ^ v).wrapping_mul(FNV_PRIME))
+}
+
+#[cfg(test)]
+mod migration_tests {
+    #[test]
+    fn every_file_of_sql_functions_is_applied_by_the_migration_step() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../sql/functions");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{dir}: {e}"))
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        files.sort();
+        let listed: Vec<String> = super::FUNCTIONS.iter().map(|(file, _)| format!("{file}.sql")).collect();
+        assert_eq!(files, listed, "db::FUNCTIONS must list every file of sql/functions, in name order");
+        for (file, sql) in super::FUNCTIONS {
+            let on_disk = std::fs::read_to_string(format!("{dir}/{file}.sql")).unwrap();
+            assert_eq!(*sql, on_disk, "{file}: db::FUNCTIONS embeds another file");
+        }
+    }
 }
 
 #[cfg(test)]

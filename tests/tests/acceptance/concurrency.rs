@@ -305,7 +305,7 @@ async fn hold_in_flight(app: &TestApp, resource: Uuid, (start, end): (&str, &str
     let outcome: String = tx
         .query_one(
             "SELECT outcome FROM reservation_hold(gen_random_uuid(), $1, 'dave', $2::text::timestamptz, \
-             $3::text::timestamptz, 1, false, now(), '{}')",
+             $3::text::timestamptz, 1, false, now(), '{}', gen_random_uuid())",
             &[&resource, &start, &end],
         )
         .await

@@ -21,6 +21,7 @@ mod lifecycle;
 mod lists;
 mod openapi;
 mod outbox;
+mod schema;
 mod startup_errors;
 mod statements;
 mod template_routes;

@@ -22,7 +22,7 @@ async fn every_named_statement_prepares_against_the_migrated_schema() {
 
 /// tokio-postgres encodes a parameter only as a type it knows: a parameter that
 /// PostgreSQL infers as a domain (`SET status = $1` where `status` is
-/// `reservation_status`, V23) is refused before it is sent, at run time.
+/// `reservation_status`) is refused before it is sent, at run time.
 #[tokio::test]
 async fn no_named_statement_asks_for_a_parameter_of_a_domain_type() {
     let app = TestApp::spawn().await;
@@ -39,8 +39,8 @@ async fn no_named_statement_asks_for_a_parameter_of_a_domain_type() {
     assert!(domains.is_empty(), "cast these parameters to their base type: {domains:#?}");
 }
 
-/// The reservation's lists and its metadata's shape are domains since V23; a row
-/// written past the application is refused as before, under the same names.
+/// The reservation's lists and its metadata's shape are domains; a row written past
+/// the application is refused under the constraint of its column.
 #[tokio::test]
 async fn a_reservation_row_outside_the_known_values_is_refused_under_the_constraint_of_its_column() {
     let app = TestApp::spawn().await;
@@ -76,8 +76,8 @@ async fn a_reservation_row_outside_the_known_values_is_refused_under_the_constra
 }
 
 /// The five rules that compare a reservation's columns with each other are one check
-/// since V24 (a PL/pgSQL function over the row); a row that breaks one, written or
-/// changed past the application, is still refused under that rule's own name.
+/// (a PL/pgSQL function over the row); a row that breaks one, written or changed past
+/// the application, is refused under that rule's own name.
 #[tokio::test]
 async fn a_reservation_row_whose_columns_disagree_is_refused_under_the_rule_it_breaks() {
     let app = TestApp::spawn().await;
@@ -150,7 +150,7 @@ async fn a_reservation_row_whose_columns_disagree_is_refused_under_the_rule_it_b
     assert_eq!(stored, 1);
 }
 
-/// A hold of 10:00-11:00 tomorrow as the server makes it: both ids from the server (V27).
+/// A hold of 10:00-11:00 tomorrow as the server makes it: both ids from the server.
 fn new_hold(room: uuid::Uuid, metadata: &shared::domain::Metadata) -> NewHold<'_> {
     let start = acceptance::day() + chrono::Duration::hours(10);
     NewHold {
@@ -167,7 +167,7 @@ fn new_hold(room: uuid::Uuid, metadata: &shared::domain::Metadata) -> NewHold<'_
     }
 }
 
-/// The server makes the id of a hold's event, as it makes the reservation's (V27): the
+/// The server makes the id of a hold's event, as it makes the reservation's: the
 /// event in the outbox is the one the server named, on either path of the hold.
 #[tokio::test]
 async fn a_hold_records_its_event_under_the_id_the_server_made() {
@@ -190,45 +190,7 @@ async fn a_hold_records_its_event_under_the_id_the_server_made() {
     }
 }
 
-/// Functions deployed before V27 call the hold with nine arguments, or nineteen with a
-/// key, and no event id: after the migration they hold as before, and the event gets a
-/// time-ordered id from `uuidv7()` as before. This is what lets the migration go first.
-#[tokio::test]
-async fn a_hold_called_as_before_v27_still_holds_and_names_its_event() {
-    let app = TestApp::spawn().await;
-    let room = app.resource(1).await;
-    let db = app.db().await;
-    let calls = [
-        ("without a key", ""),
-        (
-            "with a key",
-            ", 'alice', 'POST', '/v1/reservations', 'k-1', '\\x00'::bytea, now() + interval '1 day', '10ms', \
-             409::smallint, '{}'::jsonb, '\\x00'::bytea",
-        ),
-    ];
-    for (hour, (what, key)) in (10..).zip(calls) {
-        let (start, end) = acceptance::hours(hour, hour + 1);
-        let row = db
-            .query_one(
-                &format!(
-                    "SELECT outcome, id FROM reservation_hold(gen_random_uuid(), $1, 'alice', \
-                     $2::text::timestamptz, $3::text::timestamptz, 1, false, now(), '{{}}'{key})"
-                ),
-                &[&room, &start, &end],
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_eq!(row.get::<_, &str>(0), "reserved", "{what}");
-        let reservation: uuid::Uuid = row.get(1);
-        let event: uuid::Uuid =
-            db.query_one("SELECT id FROM outbox WHERE subject_id = $1", &[&reservation]).await.unwrap().get(0);
-        assert_eq!(event.get_version_num(), 7, "{what}: {event}");
-    }
-    let keys: i64 = db.query_one("SELECT count(*) FROM idempotency_keys", &[]).await.unwrap().get(0);
-    assert_eq!(keys, 1, "the keyed call claimed its key");
-}
-
-/// The capacity-1 hold's insert has the exclusion constraint as its only arbiter (V27):
+/// The capacity-1 hold's insert has the exclusion constraint as its only arbiter:
 /// an id already taken is an error, never read as a taken range.
 #[tokio::test]
 async fn a_hold_whose_id_is_taken_is_an_error_not_a_taken_range() {
@@ -242,7 +204,7 @@ async fn a_hold_whose_id_is_taken_is_an_error_not_a_taken_range() {
         async move {
             db.query_one(
                 "SELECT outcome FROM reservation_hold($1, $2, 'alice', $3::text::timestamptz, \
-                 $4::text::timestamptz, 1, false, now(), '{}')",
+                 $4::text::timestamptz, 1, false, now(), '{}', gen_random_uuid())",
                 &[&id, &room, &start, &end],
             )
             .await

@@ -1,30 +1,28 @@
--- The hold reads the resource's columns it uses, not its whole row (issue 13).
+-- A hold (or, with p_confirm, a booking) of a local resource in one round trip, with
+-- its event in the outbox under `p_event_id` (the server makes the id, as it makes the
+-- reservation's). One row: the `outcome` (`reserved` with the row, `unavailable`,
+-- `not_found`, `archived`, `too_many` with the `capacity`, or `general` when the
+-- general path must decide: upstream resources, calendar rules, kept buffers, lapsed
+-- holds whose capacity the waitlist is offered first). The caller takes the general
+-- path in the same transaction.
 --
--- V22's hold read the resource with `SELECT * INTO res`, into a `resources%ROWTYPE`
--- variable: every execution built the row's descriptor, projected all of its columns
--- through the index scan and the row lock, and assigned each to the variable, though
--- the capacity-1 path uses only `hold_ttl_seconds` and the capacity-N path seven
--- columns. Measured with `scripts/hold-instructions` (one backend under callgrind):
--- a capacity-1 hold 846 k -> 803 k instructions, the keyed one 1,229 k -> 1,187 k, a
--- hold of a capacity-2 resource 948 k -> 887 k.
---
--- Same signature, same result and the same statements in the same order: the body is
--- V22's but for the columns read. Deploy and migrate in either order.
-
+-- With an Idempotency-Key (`p_key` and the arguments after it), the key is claimed
+-- first and its answer settled last, around the same body, in the same statement: one
+-- more outcome, `key_taken`, when the key already has a committed row; past `p_wait`
+-- waiting for a concurrent original, lock_not_available. Outcomes other than
+-- `reserved` and `unavailable` leave nothing behind, the claim included. The body's
+-- outcomes are exits from its block, so that the key's last write follows every one.
 CREATE OR REPLACE FUNCTION reservation_hold(
     p_id uuid, p_resource uuid, p_owner text, p_start timestamptz, p_end timestamptz, p_quantity integer,
-    p_confirm boolean, p_now timestamptz, p_metadata jsonb,
+    p_confirm boolean, p_now timestamptz, p_metadata jsonb, p_event_id uuid,
     p_principal text DEFAULT NULL, p_method text DEFAULT NULL, p_route text DEFAULT NULL, p_key text DEFAULT NULL,
     p_fingerprint bytea DEFAULT NULL, p_retain_until timestamptz DEFAULT NULL, p_wait text DEFAULT NULL,
     p_refused_status smallint DEFAULT NULL, p_refused_headers jsonb DEFAULT NULL, p_refused_body bytea DEFAULT NULL
-) RETURNS TABLE (
-    outcome text, capacity integer, id uuid, resource_id uuid, owner text,
-    starts_at timestamptz, ends_at timestamptz, quantity integer, status text, expires_at timestamptz,
-    failure_reason text, source text, created_at timestamptz, updated_at timestamptz, metadata jsonb,
-    acted_by text
-) LANGUAGE plpgsql AS $$
+) RETURNS SETOF reservation_hold_result LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
+    -- The row returned.
+    o reservation_hold_result;
     -- The capacity-N path's seven columns of the resource; the capacity-1 path's TTL.
     res record;
     ttl integer;
@@ -42,13 +40,19 @@ DECLARE
     answered jsonb;
 BEGIN
     IF p_key IS NOT NULL THEN
-        -- The claim, with the answer a hold most likely gives (V21, 3).
+        -- The claim, written `completed` with the answer a hold most likely gives:
+        -- the reservation it will make is known before it is made (its expiry is the
+        -- resource's hold TTL from now). The key's answer is written again at the end
+        -- only when the hold did not go as expected. Nobody reads the row before the
+        -- statement commits (a duplicate waits on the primary key), so it is never seen
+        -- holding an answer it will not give. Its owner token is the reservation's id:
+        -- nothing reads a completed claim's.
         session_timeout := current_setting('lock_timeout');
         PERFORM set_config('lock_timeout', p_wait, true);
         INSERT INTO idempotency_keys AS k (principal, method, route, key, fingerprint, state, owner_token,
                                            locked_until, response_status, response_reservation, created_at,
                                            expires_at)
-        VALUES (p_principal, p_method, p_route, p_key, p_fingerprint, 'completed', gen_random_uuid(), p_now, 201,
+        VALUES (p_principal, p_method, p_route, p_key, p_fingerprint, 'completed', p_id, p_now, 201,
                 reservation_snapshot(
                     p_id, p_resource, p_owner, p_start, p_end, p_quantity,
                     CASE WHEN p_confirm THEN 'CONFIRMED' ELSE 'HELD' END,
@@ -64,26 +68,32 @@ BEGIN
         claimed := FOUND;
         PERFORM set_config('lock_timeout', session_timeout, true);
         IF NOT claimed THEN
-            -- A committed row: an answer to replay, another request's key, or a live
-            -- claim of the older scheme. Nothing was written; the guard reads it.
-            outcome := 'key_taken';
-            RETURN NEXT;
+            -- A committed row: an answer to replay, another request's key, or a
+            -- `processing` claim whose lease is live. Nothing was written; the guard
+            -- reads it.
+            o.outcome := 'key_taken';
+            RETURN NEXT o;
             RETURN;
         END IF;
     END IF;
 
     <<hold>>
     BEGIN
-        -- Capacity 1: a shared lock, and the exclusion constraint as the judge. Only
-        -- the TTL is read (V25).
+        -- Capacity 1: a shared lock, and the exclusion constraint as the judge. Holds
+        -- of one resource go side by side, and `ON CONFLICT DO NOTHING` settles a race
+        -- between them (a speculative insertion waits for a competitor in flight and
+        -- never deadlocks with it). The shared lock still excludes every path that
+        -- takes the row exclusively (a hand-over, a reschedule, a capacity or rules
+        -- change, the general path); SKIP LOCKED sends a hold that finds one of them
+        -- there the capacity-N way. Only the TTL is read.
         SELECT resources.hold_ttl_seconds INTO ttl FROM resources
         WHERE resources.id = p_resource AND resources.capacity = 1 AND resources.archived_at IS NULL
           AND resources.authority = 'local' AND NOT resources.has_calendar_rules
         FOR SHARE SKIP LOCKED;
         IF FOUND THEN
-            capacity := 1;
+            o.capacity := 1;
             IF p_quantity > 1 THEN
-                outcome := 'too_many';
+                o.outcome := 'too_many';
                 EXIT hold;
             END IF;
             -- No rules, so no buffers: `buffered` is the period itself.
@@ -93,39 +103,41 @@ BEGIN
             VALUES (p_id, p_resource, 1, p_owner, p_start, p_end, p_quantity, new_status,
                     CASE WHEN p_confirm THEN NULL ELSE p_now + make_interval(secs => ttl) END, NULL,
                     'request', p_now, p_now, p_metadata, p_owner, range)
-            ON CONFLICT DO NOTHING
+            ON CONFLICT ON CONSTRAINT reservations_single_unit_buffers_apart DO NOTHING
             RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
                       r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by
-            INTO id, resource_id, owner, starts_at, ends_at, quantity, status, expires_at, failure_reason, source,
-                 created_at, updated_at, metadata, acted_by;
+            INTO o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status, o.expires_at,
+                 o.failure_reason, o.source, o.created_at, o.updated_at, o.metadata, o.acted_by;
             IF NOT FOUND THEN
                 -- The general path judges two refusals the constraint cannot tell apart
                 -- from a taken range: a lapsed hold in the way (its capacity goes to the
                 -- waitlist first) and a booking's kept buffers (refused as outside the
-                -- rules, see V12).
+                -- calendar rules).
                 IF EXISTS (
                     SELECT 1 FROM reservations r
                     WHERE r.resource_id = p_resource AND r.resource_capacity = 1
                       AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.buffered && range
                       AND ((r.status = 'HELD' AND r.expires_at <= p_now) OR r.buffered <> r.period)) THEN
-                    outcome := 'general';
+                    o.outcome := 'general';
                     EXIT hold;
                 END IF;
-                -- Lost: see V9.
+                -- Lost. A crash that lost this commit would lose only a refusal: no
+                -- need to wait for the disk.
                 PERFORM set_config('synchronous_commit', 'off', true);
-                outcome := 'unavailable';
+                o.outcome := 'unavailable';
                 EXIT hold;
             END IF;
-            INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-            VALUES (CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END, id,
-                    reservation_event(id, resource_id, owner, starts_at, ends_at, quantity, status, source,
-                                      failure_reason, metadata, acted_by),
+            INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at)
+            VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END,
+                    o.id, reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity,
+                                            o.status, o.source, o.failure_reason, o.metadata, o.acted_by),
                     p_now, p_now);
-            outcome := 'reserved';
+            o.outcome := 'reserved';
             EXIT hold;
         END IF;
-        -- Capacity N (or a capacity-1 resource whose lock a change holds): V15's, but for
-        -- the columns read.
+        -- Capacity N (or a capacity-1 resource whose lock a change holds): the lock
+        -- when it is free (nobody holds it, so nobody is ahead to lose to), only for a
+        -- resource this path serves (local, no calendar rules, not archived).
         SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
                resources.authority
@@ -134,36 +146,37 @@ BEGIN
           AND NOT resources.has_calendar_rules
         FOR NO KEY UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
-            -- The look (V14): what is known without the lock, and a refusal without waiting
-            -- for it when live claims already take the range.
+            -- The lock is held, or the resource is not for this path. The look: what is
+            -- known without the lock, and a refusal without waiting for it when live
+            -- claims already take the range, so a burst's losers do not queue on it.
             SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                    resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
                    resources.authority
             INTO res FROM resources WHERE resources.id = p_resource;
             IF NOT FOUND THEN
-                outcome := 'not_found';
+                o.outcome := 'not_found';
                 EXIT hold;
             END IF;
             IF res.archived_at IS NOT NULL THEN
-                outcome := 'archived';
+                o.outcome := 'archived';
                 EXIT hold;
             END IF;
-            capacity := res.capacity;
+            o.capacity := res.capacity;
             IF p_quantity > res.capacity THEN
-                outcome := 'too_many';
+                o.outcome := 'too_many';
                 EXIT hold;
             END IF;
             IF res.has_calendar_rules OR res.authority <> 'local' THEN
-                outcome := 'general';
+                o.outcome := 'general';
                 EXIT hold;
             END IF;
             look := reservation_load(p_resource, p_start, p_end, p_now);
             IF look.lapsed THEN
-                outcome := 'general';
+                o.outcome := 'general';
                 EXIT hold;
             END IF;
             IF look.peak + p_quantity > res.capacity THEN
-                outcome := 'unavailable';
+                o.outcome := 'unavailable';
                 EXIT hold;
             END IF;
             SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
@@ -172,27 +185,27 @@ BEGIN
             INTO res FROM resources WHERE resources.id = p_resource FOR NO KEY UPDATE;
             -- What the look saw may have changed before the lock was granted.
             IF res.archived_at IS NOT NULL THEN
-                outcome := 'archived';
+                o.outcome := 'archived';
                 EXIT hold;
             END IF;
             IF res.has_calendar_rules THEN
-                outcome := 'general';
+                o.outcome := 'general';
                 EXIT hold;
             END IF;
         END IF;
-        capacity := res.capacity;
+        o.capacity := res.capacity;
         IF p_quantity > res.capacity THEN
-            outcome := 'too_many';
+            o.outcome := 'too_many';
             EXIT hold;
         END IF;
         -- A booking made while the resource had buffers keeps them after they were
-        -- cleared; where one meets this range, the general path judges it (see V12).
+        -- cleared; where one meets this range, the general path judges it.
         IF res.capacity = 1 AND EXISTS (
             SELECT 1 FROM reservations r
             WHERE r.resource_id = p_resource AND r.resource_capacity = 1
               AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
               AND r.buffered && range AND r.buffered <> r.period) THEN
-            outcome := 'general';
+            o.outcome := 'general';
             EXIT hold;
         END IF;
         -- The load under the lock, in a statement of its own: its snapshot, taken after the
@@ -206,7 +219,7 @@ BEGIN
         IF any_lapsed THEN
             -- Lapsed capacity goes to the waitlist first: the general path writes the lapse
             -- down and offers it, in this transaction, under the lock already held.
-            outcome := 'general';
+            o.outcome := 'general';
             EXIT hold;
         END IF;
         new_expires_at := CASE WHEN p_confirm THEN NULL ELSE p_now + make_interval(secs => res.hold_ttl_seconds) END;
@@ -217,9 +230,11 @@ BEGIN
             fits := (reservation_load(p_resource, p_start, p_end, p_now)).peak + p_quantity <= res.capacity;
         END IF;
         IF NOT fits THEN
-            -- Lost under the lock: see V9.
+            -- Lost under the lock. A crash that lost this commit would lose only a
+            -- refusal: no need to wait for the disk, and the queue behind the lock
+            -- moves faster.
             PERFORM set_config('synchronous_commit', 'off', true);
-            outcome := 'unavailable';
+            o.outcome := 'unavailable';
             EXIT hold;
         END IF;
         -- `buffered` as the trigger would compute it, from the row read under the lock (no
@@ -233,27 +248,27 @@ BEGIN
                           p_end + make_interval(mins => res.buffer_after_minutes), '[)'))
         RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
                   r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by
-        INTO id, resource_id, owner, starts_at, ends_at, quantity, status, expires_at, failure_reason, source,
-             created_at, updated_at, metadata, acted_by;
-        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        VALUES (CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END, id,
-                reservation_event(id, resource_id, owner, starts_at, ends_at, quantity, status, source, failure_reason,
-                                  metadata, acted_by),
+        INTO o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status, o.expires_at,
+             o.failure_reason, o.source, o.created_at, o.updated_at, o.metadata, o.acted_by;
+        INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at)
+        VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END, o.id,
+                reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status,
+                                  o.source, o.failure_reason, o.metadata, o.acted_by),
                 p_now, p_now);
-        outcome := 'reserved';
+        o.outcome := 'reserved';
     END;
 
     IF p_key IS NOT NULL THEN
-        IF outcome = 'reserved' THEN
-            IF coalesce(to_jsonb(expires_at), 'null') IS DISTINCT FROM expected_expiry THEN
+        IF o.outcome = 'reserved' THEN
+            IF coalesce(to_jsonb(o.expires_at), 'null') IS DISTINCT FROM expected_expiry THEN
                 -- The TTL changed between the claim and the lock: keep what was answered.
-                answered := reservation_snapshot(id, resource_id, owner, starts_at, ends_at, quantity, status,
-                                                 expires_at, failure_reason, source, created_at, updated_at,
-                                                 metadata, acted_by);
+                answered := reservation_snapshot(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity,
+                                                 o.status, o.expires_at, o.failure_reason, o.source, o.created_at,
+                                                 o.updated_at, o.metadata, o.acted_by);
                 UPDATE idempotency_keys k SET response_reservation = answered
                 WHERE k.principal = p_principal AND k.method = p_method AND k.route = p_route AND k.key = p_key;
             END IF;
-        ELSIF outcome = 'unavailable' THEN
+        ELSIF o.outcome = 'unavailable' THEN
             UPDATE idempotency_keys k
             SET response_status = p_refused_status, response_headers = p_refused_headers,
                 response_body = p_refused_body, response_reservation = NULL
@@ -265,6 +280,6 @@ BEGIN
             PERFORM set_config('synchronous_commit', 'off', true);
         END IF;
     END IF;
-    RETURN NEXT;
+    RETURN NEXT o;
 END
 $$;

@@ -1,18 +1,14 @@
--- An idempotency key is now claimed inside the transaction of the request it guards,
--- so a keyed request commits once, not twice. PostgreSQL itself then tells the three
--- cases apart: a concurrent duplicate's insert waits on the primary key until the
--- original commits (its stored answer is replayed) or aborts (the key is free again,
--- as after a crash); no lease has to lapse first.
+-- Claims an idempotency key inside the transaction of the request it guards, so a
+-- keyed request commits once. PostgreSQL itself tells the three cases apart: a
+-- concurrent duplicate's insert waits on the primary key until the original commits
+-- (its stored answer is replayed) or aborts (the key is free again, as after a crash).
 --
 -- The wait is bounded by `p_wait` (a lock_timeout value such as '10ms'): past it the
 -- claim fails with lock_not_available (55P03), and the caller lets the connection go
 -- and polls again later, so that a retry waiting for its original holds no connection
 -- while it waits. The session's own lock_timeout is restored for the rest of the
--- transaction.
---
--- A row left `processing` by a claim committed on its own (the scheme before this
--- migration) is taken over once its lease lapses, as before.
-CREATE FUNCTION idempotency_claim(
+-- transaction. A `processing` row whose lease has lapsed is taken over.
+CREATE OR REPLACE FUNCTION idempotency_claim(
     p_principal    text,
     p_method       text,
     p_route        text,

@@ -1,0 +1,1282 @@
+--
+-- PostgreSQL database dump
+--
+
+--
+-- Name: btree_gist; Type: EXTENSION; Schema: -; Owner: -
+--
+
+CREATE EXTENSION IF NOT EXISTS btree_gist WITH SCHEMA public;
+
+--
+-- Name: EXTENSION btree_gist; Type: COMMENT; Schema: -; Owner: -
+--
+
+COMMENT ON EXTENSION btree_gist IS 'support for indexing common datatypes in GiST';
+
+--
+-- Name: idempotency_state; Type: DOMAIN; Schema: public; Owner: -
+--
+
+CREATE DOMAIN public.idempotency_state AS text
+	CONSTRAINT idempotency_keys_state_known CHECK ((VALUE = ANY ('{processing,completed}'::text[])));
+
+--
+-- Name: outbox_kind; Type: DOMAIN; Schema: public; Owner: -
+--
+
+CREATE DOMAIN public.outbox_kind AS text
+	CONSTRAINT outbox_kind_known CHECK ((VALUE = ANY ('{reservation.held,reservation.confirmed,reservation.released,reservation.expired,reservation.cancelled,reservation.failed,reservation.rescheduled,reservation.updated,waitlist.offered,waitlist.offer_expired,waitlist.cancelled,intent.requested}'::text[])));
+
+--
+-- Name: outbox_topic; Type: DOMAIN; Schema: public; Owner: -
+--
+
+CREATE DOMAIN public.outbox_topic AS text
+	CONSTRAINT outbox_topic_known CHECK ((VALUE = ANY ('{events,intents}'::text[])));
+
+--
+-- Name: reservation_failure_reason; Type: DOMAIN; Schema: public; Owner: -
+--
+
+CREATE DOMAIN public.reservation_failure_reason AS text
+	CONSTRAINT reservations_failure_reason_known CHECK ((VALUE = ANY ('{race,auth,upstream}'::text[])));
+
+--
+-- Name: reservation_hold_result; Type: TYPE; Schema: public; Owner: -
+--
+
+CREATE TYPE public.reservation_hold_result AS (
+	outcome text,
+	capacity integer,
+	id uuid,
+	resource_id uuid,
+	owner text,
+	starts_at timestamp with time zone,
+	ends_at timestamp with time zone,
+	quantity integer,
+	status text,
+	expires_at timestamp with time zone,
+	failure_reason text,
+	source text,
+	created_at timestamp with time zone,
+	updated_at timestamp with time zone,
+	metadata jsonb,
+	acted_by text
+);
+
+--
+-- Name: reservation_metadata; Type: DOMAIN; Schema: public; Owner: -
+--
+
+CREATE DOMAIN public.reservation_metadata AS jsonb
+	CONSTRAINT reservations_metadata_object CHECK ((jsonb_typeof(VALUE) = 'object'::text));
+
+--
+-- Name: reservation_source; Type: DOMAIN; Schema: public; Owner: -
+--
+
+CREATE DOMAIN public.reservation_source AS text
+	CONSTRAINT reservations_source_known CHECK ((VALUE = ANY ('{request,waitlist_offer}'::text[])));
+
+--
+-- Name: reservation_status; Type: DOMAIN; Schema: public; Owner: -
+--
+
+CREATE DOMAIN public.reservation_status AS text
+	CONSTRAINT reservations_status_known CHECK ((VALUE = ANY ('{HELD,CONFIRMING,CONFIRMED,RELEASED,EXPIRED,CANCELLED,FAILED}'::text[])));
+
+--
+-- Name: idempotency_claim(text, text, text, text, bytea, uuid, timestamp with time zone, timestamp with time zone, timestamp with time zone, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.idempotency_claim(p_principal text, p_method text, p_route text, p_key text, p_fingerprint bytea, p_owner_token uuid, p_locked_until timestamp with time zone, p_now timestamp with time zone, p_expires_at timestamp with time zone, p_wait text) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    session_timeout text := current_setting('lock_timeout');
+    claimed boolean;
+BEGIN
+    PERFORM set_config('lock_timeout', p_wait, true);
+    INSERT INTO idempotency_keys (principal, method, route, key, fingerprint, state, owner_token, locked_until,
+                                  created_at, expires_at)
+    VALUES (p_principal, p_method, p_route, p_key, p_fingerprint, 'processing', p_owner_token, p_locked_until,
+            p_now, p_expires_at)
+    ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO UPDATE
+        SET owner_token = EXCLUDED.owner_token, locked_until = EXCLUDED.locked_until
+        WHERE idempotency_keys.state = 'processing' AND idempotency_keys.locked_until <= p_now
+          AND idempotency_keys.fingerprint = EXCLUDED.fingerprint;
+    claimed := FOUND;
+    PERFORM set_config('lock_timeout', session_timeout, true);
+    RETURN claimed;
+END
+$$;
+
+--
+-- Name: reservation_event(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, text, text, text, jsonb, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_event(p_id uuid, p_resource_id uuid, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_status text, p_source text, p_failure_reason text, p_metadata jsonb, p_acted_by text) RETURNS jsonb
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT jsonb_build_object('reservation_id', p_id, 'resource_id', p_resource_id, 'owner', p_owner,
+                              'start', p_start, 'end', p_end, 'quantity', p_quantity, 'status', p_status,
+                              'source', p_source, 'failure_reason', p_failure_reason,
+                              'metadata', p_metadata, 'acted_by', p_acted_by)
+$$;
+
+--
+-- Name: reservation_hold(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, boolean, timestamp with time zone, jsonb, uuid, text, text, text, text, bytea, timestamp with time zone, text, smallint, jsonb, bytea); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_hold(p_id uuid, p_resource uuid, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_confirm boolean, p_now timestamp with time zone, p_metadata jsonb, p_event_id uuid, p_principal text DEFAULT NULL::text, p_method text DEFAULT NULL::text, p_route text DEFAULT NULL::text, p_key text DEFAULT NULL::text, p_fingerprint bytea DEFAULT NULL::bytea, p_retain_until timestamp with time zone DEFAULT NULL::timestamp with time zone, p_wait text DEFAULT NULL::text, p_refused_status smallint DEFAULT NULL::smallint, p_refused_headers jsonb DEFAULT NULL::jsonb, p_refused_body bytea DEFAULT NULL::bytea) RETURNS SETOF public.reservation_hold_result
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    -- The row returned.
+    o reservation_hold_result;
+    -- The capacity-N path's seven columns of the resource; the capacity-1 path's TTL.
+    res record;
+    ttl integer;
+    look record;
+    range tstzrange := tstzrange(p_start, p_end, '[)');
+    live_claims bigint;
+    live_total bigint;
+    any_lapsed boolean;
+    fits boolean;
+    new_status text := CASE WHEN p_confirm THEN 'CONFIRMED' ELSE 'HELD' END;
+    new_expires_at timestamptz;
+    session_timeout text;
+    claimed boolean;
+    expected_expiry jsonb;
+    answered jsonb;
+BEGIN
+    IF p_key IS NOT NULL THEN
+        -- The claim, written `completed` with the answer a hold most likely gives:
+        -- the reservation it will make is known before it is made (its expiry is the
+        -- resource's hold TTL from now). The key's answer is written again at the end
+        -- only when the hold did not go as expected. Nobody reads the row before the
+        -- statement commits (a duplicate waits on the primary key), so it is never seen
+        -- holding an answer it will not give. Its owner token is the reservation's id:
+        -- nothing reads a completed claim's.
+        session_timeout := current_setting('lock_timeout');
+        PERFORM set_config('lock_timeout', p_wait, true);
+        INSERT INTO idempotency_keys AS k (principal, method, route, key, fingerprint, state, owner_token,
+                                           locked_until, response_status, response_reservation, created_at,
+                                           expires_at)
+        VALUES (p_principal, p_method, p_route, p_key, p_fingerprint, 'completed', p_id, p_now, 201,
+                reservation_snapshot(
+                    p_id, p_resource, p_owner, p_start, p_end, p_quantity,
+                    CASE WHEN p_confirm THEN 'CONFIRMED' ELSE 'HELD' END,
+                    CASE WHEN NOT p_confirm THEN p_now + make_interval(secs => (
+                        SELECT r.hold_ttl_seconds FROM resources r WHERE r.id = p_resource)) END,
+                    NULL, 'request', p_now, p_now, p_metadata, p_owner),
+                p_now, p_retain_until)
+        ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO UPDATE
+            SET owner_token = EXCLUDED.owner_token, state = EXCLUDED.state, locked_until = EXCLUDED.locked_until,
+                response_status = EXCLUDED.response_status, response_reservation = EXCLUDED.response_reservation
+            WHERE k.state = 'processing' AND k.locked_until <= p_now AND k.fingerprint = EXCLUDED.fingerprint
+        RETURNING k.response_reservation -> 'expires_at' INTO expected_expiry;
+        claimed := FOUND;
+        PERFORM set_config('lock_timeout', session_timeout, true);
+        IF NOT claimed THEN
+            -- A committed row: an answer to replay, another request's key, or a
+            -- `processing` claim whose lease is live. Nothing was written; the guard
+            -- reads it.
+            o.outcome := 'key_taken';
+            RETURN NEXT o;
+            RETURN;
+        END IF;
+    END IF;
+
+    <<hold>>
+    BEGIN
+        -- Capacity 1: a shared lock, and the exclusion constraint as the judge. Holds
+        -- of one resource go side by side, and `ON CONFLICT DO NOTHING` settles a race
+        -- between them (a speculative insertion waits for a competitor in flight and
+        -- never deadlocks with it). The shared lock still excludes every path that
+        -- takes the row exclusively (a hand-over, a reschedule, a capacity or rules
+        -- change, the general path); SKIP LOCKED sends a hold that finds one of them
+        -- there the capacity-N way. Only the TTL is read.
+        SELECT resources.hold_ttl_seconds INTO ttl FROM resources
+        WHERE resources.id = p_resource AND resources.capacity = 1 AND resources.archived_at IS NULL
+          AND resources.authority = 'local' AND NOT resources.has_calendar_rules
+        FOR SHARE SKIP LOCKED;
+        IF FOUND THEN
+            o.capacity := 1;
+            IF p_quantity > 1 THEN
+                o.outcome := 'too_many';
+                EXIT hold;
+            END IF;
+            -- No rules, so no buffers: `buffered` is the period itself.
+            INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity,
+                                           status, expires_at, failure_reason, source, created_at, updated_at, metadata,
+                                           acted_by, buffered)
+            VALUES (p_id, p_resource, 1, p_owner, p_start, p_end, p_quantity, new_status,
+                    CASE WHEN p_confirm THEN NULL ELSE p_now + make_interval(secs => ttl) END, NULL,
+                    'request', p_now, p_now, p_metadata, p_owner, range)
+            ON CONFLICT ON CONSTRAINT reservations_single_unit_buffers_apart DO NOTHING
+            RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
+                      r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by
+            INTO o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status, o.expires_at,
+                 o.failure_reason, o.source, o.created_at, o.updated_at, o.metadata, o.acted_by;
+            IF NOT FOUND THEN
+                -- The general path judges two refusals the constraint cannot tell apart
+                -- from a taken range: a lapsed hold in the way (its capacity goes to the
+                -- waitlist first) and a booking's kept buffers (refused as outside the
+                -- calendar rules).
+                IF EXISTS (
+                    SELECT 1 FROM reservations r
+                    WHERE r.resource_id = p_resource AND r.resource_capacity = 1
+                      AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.buffered && range
+                      AND ((r.status = 'HELD' AND r.expires_at <= p_now) OR r.buffered <> r.period)) THEN
+                    o.outcome := 'general';
+                    EXIT hold;
+                END IF;
+                -- Lost. A crash that lost this commit would lose only a refusal: no
+                -- need to wait for the disk.
+                PERFORM set_config('synchronous_commit', 'off', true);
+                o.outcome := 'unavailable';
+                EXIT hold;
+            END IF;
+            INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at)
+            VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END,
+                    o.id, reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity,
+                                            o.status, o.source, o.failure_reason, o.metadata, o.acted_by),
+                    p_now, p_now);
+            o.outcome := 'reserved';
+            EXIT hold;
+        END IF;
+        -- Capacity N (or a capacity-1 resource whose lock a change holds): the lock
+        -- when it is free (nobody holds it, so nobody is ahead to lose to), only for a
+        -- resource this path serves (local, no calendar rules, not archived).
+        SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
+               resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
+               resources.authority
+        INTO res FROM resources
+        WHERE resources.id = p_resource AND resources.archived_at IS NULL AND resources.authority = 'local'
+          AND NOT resources.has_calendar_rules
+        FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            -- The lock is held, or the resource is not for this path. The look: what is
+            -- known without the lock, and a refusal without waiting for it when live
+            -- claims already take the range, so a burst's losers do not queue on it.
+            SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
+                   resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
+                   resources.authority
+            INTO res FROM resources WHERE resources.id = p_resource;
+            IF NOT FOUND THEN
+                o.outcome := 'not_found';
+                EXIT hold;
+            END IF;
+            IF res.archived_at IS NOT NULL THEN
+                o.outcome := 'archived';
+                EXIT hold;
+            END IF;
+            o.capacity := res.capacity;
+            IF p_quantity > res.capacity THEN
+                o.outcome := 'too_many';
+                EXIT hold;
+            END IF;
+            IF res.has_calendar_rules OR res.authority <> 'local' THEN
+                o.outcome := 'general';
+                EXIT hold;
+            END IF;
+            look := reservation_load(p_resource, p_start, p_end, p_now);
+            IF look.lapsed THEN
+                o.outcome := 'general';
+                EXIT hold;
+            END IF;
+            IF look.peak + p_quantity > res.capacity THEN
+                o.outcome := 'unavailable';
+                EXIT hold;
+            END IF;
+            SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
+                   resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
+                   resources.authority
+            INTO res FROM resources WHERE resources.id = p_resource FOR NO KEY UPDATE;
+            -- What the look saw may have changed before the lock was granted.
+            IF res.archived_at IS NOT NULL THEN
+                o.outcome := 'archived';
+                EXIT hold;
+            END IF;
+            IF res.has_calendar_rules THEN
+                o.outcome := 'general';
+                EXIT hold;
+            END IF;
+        END IF;
+        o.capacity := res.capacity;
+        IF p_quantity > res.capacity THEN
+            o.outcome := 'too_many';
+            EXIT hold;
+        END IF;
+        -- A booking made while the resource had buffers keeps them after they were
+        -- cleared; where one meets this range, the general path judges it.
+        IF res.capacity = 1 AND EXISTS (
+            SELECT 1 FROM reservations r
+            WHERE r.resource_id = p_resource AND r.resource_capacity = 1
+              AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+              AND r.buffered && range AND r.buffered <> r.period) THEN
+            o.outcome := 'general';
+            EXIT hold;
+        END IF;
+        -- The load under the lock, in a statement of its own: its snapshot, taken after the
+        -- lock was granted, includes every committed competitor.
+        SELECT count(*) FILTER (WHERE NOT (r.status = 'HELD' AND r.expires_at <= p_now)),
+               coalesce(sum(r.quantity) FILTER (WHERE NOT (r.status = 'HELD' AND r.expires_at <= p_now)), 0),
+               coalesce(bool_or(r.status = 'HELD' AND r.expires_at <= p_now), false)
+        INTO live_claims, live_total, any_lapsed
+        FROM reservations r
+        WHERE r.resource_id = p_resource AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.period && range;
+        IF any_lapsed THEN
+            -- Lapsed capacity goes to the waitlist first: the general path writes the lapse
+            -- down and offers it, in this transaction, under the lock already held.
+            o.outcome := 'general';
+            EXIT hold;
+        END IF;
+        new_expires_at := CASE WHEN p_confirm THEN NULL ELSE p_now + make_interval(secs => res.hold_ttl_seconds) END;
+        -- The total of the live claims is the peak when at most one of them overlaps, and
+        -- never below it: the sweep is needed only when the total does not fit.
+        fits := live_total + p_quantity <= res.capacity;
+        IF NOT fits AND live_claims > 1 THEN
+            fits := (reservation_load(p_resource, p_start, p_end, p_now)).peak + p_quantity <= res.capacity;
+        END IF;
+        IF NOT fits THEN
+            -- Lost under the lock. A crash that lost this commit would lose only a
+            -- refusal: no need to wait for the disk, and the queue behind the lock
+            -- moves faster.
+            PERFORM set_config('synchronous_commit', 'off', true);
+            o.outcome := 'unavailable';
+            EXIT hold;
+        END IF;
+        -- `buffered` as the trigger would compute it, from the row read under the lock (no
+        -- rules here, so no buffers: the period itself).
+        INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity, status,
+                                       expires_at, failure_reason, source, created_at, updated_at, metadata, acted_by,
+                                       buffered)
+        VALUES (p_id, p_resource, res.capacity, p_owner, p_start, p_end, p_quantity, new_status, new_expires_at, NULL,
+                'request', p_now, p_now, p_metadata, p_owner,
+                tstzrange(p_start - make_interval(mins => res.buffer_before_minutes),
+                          p_end + make_interval(mins => res.buffer_after_minutes), '[)'))
+        RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
+                  r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by
+        INTO o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status, o.expires_at,
+             o.failure_reason, o.source, o.created_at, o.updated_at, o.metadata, o.acted_by;
+        INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at)
+        VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END, o.id,
+                reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status,
+                                  o.source, o.failure_reason, o.metadata, o.acted_by),
+                p_now, p_now);
+        o.outcome := 'reserved';
+    END;
+
+    IF p_key IS NOT NULL THEN
+        IF o.outcome = 'reserved' THEN
+            IF coalesce(to_jsonb(o.expires_at), 'null') IS DISTINCT FROM expected_expiry THEN
+                -- The TTL changed between the claim and the lock: keep what was answered.
+                answered := reservation_snapshot(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity,
+                                                 o.status, o.expires_at, o.failure_reason, o.source, o.created_at,
+                                                 o.updated_at, o.metadata, o.acted_by);
+                UPDATE idempotency_keys k SET response_reservation = answered
+                WHERE k.principal = p_principal AND k.method = p_method AND k.route = p_route AND k.key = p_key;
+            END IF;
+        ELSIF o.outcome = 'unavailable' THEN
+            UPDATE idempotency_keys k
+            SET response_status = p_refused_status, response_headers = p_refused_headers,
+                response_body = p_refused_body, response_reservation = NULL
+            WHERE k.principal = p_principal AND k.method = p_method AND k.route = p_route AND k.key = p_key;
+        ELSE
+            -- Nothing to keep: the claim goes, and the commit need not wait for the disk.
+            DELETE FROM idempotency_keys k
+            WHERE k.principal = p_principal AND k.method = p_method AND k.route = p_route AND k.key = p_key;
+            PERFORM set_config('synchronous_commit', 'off', true);
+        END IF;
+    END IF;
+    RETURN NEXT o;
+END
+$$;
+
+--
+-- Name: reservation_insert_if_fits(uuid, uuid, integer, text, timestamp with time zone, timestamp with time zone, integer, text, timestamp with time zone, text, text, timestamp with time zone, jsonb, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_insert_if_fits(p_id uuid, p_resource uuid, p_capacity integer, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_status text, p_expires_at timestamp with time zone, p_failure_reason text, p_source text, p_now timestamp with time zone, p_metadata jsonb, p_acted_by text) RETURNS TABLE(inserted boolean, id uuid, resource_id uuid, owner text, starts_at timestamp with time zone, ends_at timestamp with time zone, quantity integer, status text, expires_at timestamp with time zone, failure_reason text, source text, created_at timestamp with time zone, updated_at timestamp with time zone, metadata jsonb, acted_by text)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH exp AS (
+        UPDATE reservations r SET status = 'EXPIRED', updated_at = p_now, acted_by = NULL
+        WHERE r.resource_id = p_resource AND r.status = 'HELD' AND r.expires_at <= p_now
+          AND r.period && tstzrange(p_start, p_end, '[)')
+        RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
+                  r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by
+    ), exp_ev AS (
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT 'reservation.expired', exp.id,
+               reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
+                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by),
+               p_now, p_now
+        FROM exp
+        RETURNING 1
+    ), gate AS (
+        SELECT count(*) AS expired FROM exp
+    ), ins AS (
+        INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity,
+                                       status, expires_at, failure_reason, source, created_at, updated_at,
+                                       metadata, acted_by)
+        SELECT p_id, p_resource, p_capacity, p_owner, p_start, p_end, p_quantity, p_status, p_expires_at,
+               p_failure_reason, p_source, p_now, p_now, p_metadata, p_acted_by
+        FROM gate
+        WHERE (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now) l) + p_quantity <= p_capacity
+        RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
+                  r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by
+    ), ev AS (
+        -- A CONFIRMING booking records its event when the system of record settles it.
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT CASE ins.status WHEN 'HELD' THEN 'reservation.held' ELSE 'reservation.confirmed' END, ins.id,
+               reservation_event(ins.id, ins.resource_id, ins.owner, ins.starts_at, ins.ends_at, ins.quantity,
+                                 ins.status, ins.source, ins.failure_reason, ins.metadata, ins.acted_by),
+               p_now, p_now
+        -- After the expiries' events (exp_ev), so the log reads in the order things happened.
+        FROM ins, (SELECT count(*) FROM exp_ev) AS expiries_logged WHERE ins.status IN ('HELD', 'CONFIRMED')
+    )
+    SELECT true, ins.* FROM ins
+    UNION ALL
+    SELECT false, exp.* FROM exp;
+END
+$$;
+
+--
+-- Name: reservation_load(uuid, timestamp with time zone, timestamp with time zone, timestamp with time zone, uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_load(p_resource uuid, p_start timestamp with time zone, p_end timestamp with time zone, p_now timestamp with time zone, p_except uuid DEFAULT NULL::uuid, OUT peak bigint, OUT lapsed boolean) RETURNS record
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    live bigint;
+BEGIN
+    SELECT count(*) FILTER (WHERE NOT (status = 'HELD' AND expires_at <= p_now)),
+           coalesce(sum(quantity) FILTER (WHERE NOT (status = 'HELD' AND expires_at <= p_now)), 0),
+           coalesce(bool_or(status = 'HELD' AND expires_at <= p_now), false)
+    INTO live, peak, lapsed
+    FROM reservations
+    WHERE resource_id = p_resource AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+      AND period && tstzrange(p_start, p_end, '[)')
+      AND id IS DISTINCT FROM p_except;
+    IF live <= 1 THEN
+        RETURN;
+    END IF;
+    -- +quantity at each (clipped) start, -quantity at each end, ends first at one
+    -- instant so that ranges are half-open; the running sum's maximum is the peak.
+    WITH live_claims AS (
+        SELECT starts_at, ends_at, quantity
+        FROM reservations
+        WHERE resource_id = p_resource AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+          AND period && tstzrange(p_start, p_end, '[)')
+          AND id IS DISTINCT FROM p_except
+          AND NOT (status = 'HELD' AND expires_at <= p_now)
+    ), events AS (
+        SELECT greatest(starts_at, p_start) AS at, quantity AS delta FROM live_claims
+        UNION ALL SELECT least(ends_at, p_end), -quantity FROM live_claims
+    )
+    SELECT coalesce(max(load), 0) INTO peak
+    FROM (SELECT sum(delta) OVER (ORDER BY at, delta ROWS UNBOUNDED PRECEDING) AS load FROM events) running;
+END
+$$;
+
+--
+-- Name: reservation_move_if_fits(uuid, uuid, integer, timestamp with time zone, timestamp with time zone, integer, timestamp with time zone, jsonb, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_move_if_fits(p_id uuid, p_resource uuid, p_capacity integer, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_now timestamp with time zone, p_metadata jsonb, p_acted_by text, p_event text) RETURNS TABLE(moved boolean, id uuid, resource_id uuid, owner text, starts_at timestamp with time zone, ends_at timestamp with time zone, quantity integer, status text, expires_at timestamp with time zone, failure_reason text, source text, created_at timestamp with time zone, updated_at timestamp with time zone, metadata jsonb, acted_by text)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH exp AS (
+        UPDATE reservations r SET status = 'EXPIRED', updated_at = p_now, acted_by = NULL
+        WHERE r.resource_id = p_resource AND r.status = 'HELD' AND r.expires_at <= p_now
+          AND r.period && tstzrange(p_start, p_end, '[)') AND r.id <> p_id
+        RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
+                  r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by
+    ), exp_ev AS (
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT 'reservation.expired', exp.id,
+               reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
+                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by),
+               p_now, p_now
+        FROM exp
+        RETURNING 1
+    ), gate AS (
+        SELECT count(*) AS expired FROM exp
+    ), upd AS (
+        UPDATE reservations r
+        SET starts_at = p_start, ends_at = p_end, quantity = p_quantity, metadata = p_metadata,
+            acted_by = p_acted_by, updated_at = p_now
+        FROM gate
+        WHERE r.id = p_id
+          AND (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now, p_id) l) + p_quantity
+              <= p_capacity
+        RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
+                  r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by
+    ), ev AS (
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT p_event, upd.id,
+               reservation_event(upd.id, upd.resource_id, upd.owner, upd.starts_at, upd.ends_at, upd.quantity,
+                                 upd.status, upd.source, upd.failure_reason, upd.metadata, upd.acted_by),
+               p_now, p_now
+        FROM upd, (SELECT count(*) FROM exp_ev) AS expiries_logged
+    )
+    SELECT true, upd.* FROM upd
+    UNION ALL
+    SELECT false, exp.* FROM exp;
+END
+$$;
+
+--
+-- Name: reservations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.reservations (
+    id uuid NOT NULL,
+    resource_id uuid NOT NULL,
+    resource_capacity integer,
+    owner text NOT NULL,
+    starts_at timestamp with time zone NOT NULL,
+    ends_at timestamp with time zone NOT NULL,
+    period tstzrange GENERATED ALWAYS AS (tstzrange(starts_at, ends_at, '[)'::text)) STORED,
+    quantity integer NOT NULL,
+    status public.reservation_status NOT NULL,
+    expires_at timestamp with time zone,
+    failure_reason public.reservation_failure_reason,
+    source public.reservation_source NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    metadata public.reservation_metadata DEFAULT '{}'::jsonb NOT NULL,
+    acted_by text,
+    buffered tstzrange NOT NULL
+);
+
+--
+-- Name: reservation_row_valid(public.reservations); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_row_valid(r public.reservations) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $$
+DECLARE
+    broken text;
+BEGIN
+    -- A table check fails only when its expression is false (NULL passes), hence IS
+    -- FALSE. The rules go in name order, the order in which PostgreSQL checks a table's
+    -- constraints, so a row that breaks two is refused under the first name.
+    IF (r.buffered @> r.period) IS FALSE THEN
+        broken := 'reservations_buffered_holds_period';
+    ELSIF ((r.status = 'FAILED') = (r.failure_reason IS NOT NULL)) IS FALSE THEN
+        broken := 'reservations_failure_reason';
+    ELSIF (r.status <> 'HELD' OR r.expires_at IS NOT NULL) IS FALSE THEN
+        broken := 'reservations_held_expires';
+    ELSIF (r.starts_at < r.ends_at) IS FALSE THEN
+        broken := 'reservations_period_ordered';
+    ELSIF (r.quantity >= 1 AND r.quantity <= r.resource_capacity) IS FALSE THEN
+        broken := 'reservations_quantity_fits';
+    ELSE
+        RETURN true;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'check_violation', TABLE = 'reservations', CONSTRAINT = broken,
+        MESSAGE = format('new row for relation "reservations" violates check constraint "%s"', broken),
+        DETAIL = format('Failing row contains %s.', r);
+END
+$$;
+
+--
+-- Name: reservation_snapshot(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, text, timestamp with time zone, text, text, timestamp with time zone, timestamp with time zone, jsonb, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_snapshot(p_id uuid, p_resource_id uuid, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_status text, p_expires_at timestamp with time zone, p_failure_reason text, p_source text, p_created_at timestamp with time zone, p_updated_at timestamp with time zone, p_metadata jsonb, p_acted_by text) RETURNS jsonb
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT jsonb_build_object('id', p_id, 'resource_id', p_resource_id, 'owner', p_owner, 'starts_at', p_start,
+                              'ends_at', p_end, 'quantity', p_quantity, 'status', p_status,
+                              'expires_at', p_expires_at, 'failure_reason', p_failure_reason, 'source', p_source,
+                              'created_at', p_created_at, 'updated_at', p_updated_at, 'metadata', p_metadata,
+                              'acted_by', p_acted_by)
+$$;
+
+--
+-- Name: reservations_set_buffered(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservations_set_buffered() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    before_minutes integer;
+    after_minutes integer;
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.starts_at = OLD.starts_at AND NEW.ends_at = OLD.ends_at THEN
+        NEW.buffered := OLD.buffered;
+        RETURN NEW;
+    END IF;
+    SELECT buffer_before_minutes, buffer_after_minutes INTO before_minutes, after_minutes
+    FROM resources WHERE id = NEW.resource_id;
+    NEW.buffered := tstzrange(NEW.starts_at - make_interval(mins => coalesce(before_minutes, 0)),
+                              NEW.ends_at + make_interval(mins => coalesce(after_minutes, 0)), '[)');
+    RETURN NEW;
+END
+$$;
+
+--
+-- Name: uuidv7(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.uuidv7() RETURNS uuid
+    LANGUAGE sql PARALLEL SAFE
+    AS $$
+    SELECT encode(
+        set_bit(
+            set_bit(
+                overlay(uuid_send(gen_random_uuid())
+                        PLACING substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+                        FROM 1 FOR 6),
+                52, 1),
+            53, 1),
+        'hex')::uuid
+$$;
+
+--
+-- Name: approvals; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.approvals (
+    id uuid NOT NULL,
+    reservation_id uuid,
+    principal text NOT NULL,
+    action text NOT NULL,
+    fingerprint bytea NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    waitlist_entry_id uuid,
+    CONSTRAINT approvals_action_known CHECK ((action = ANY (ARRAY['confirm'::text, 'wait_for_seat'::text]))),
+    CONSTRAINT approvals_names_its_subject CHECK ((((action = 'confirm'::text) AND (reservation_id IS NOT NULL)) OR ((action = 'wait_for_seat'::text) AND (waitlist_entry_id IS NOT NULL))))
+);
+
+--
+-- Name: idempotency_keys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.idempotency_keys (
+    principal text NOT NULL,
+    method text NOT NULL,
+    route text NOT NULL,
+    key text NOT NULL,
+    fingerprint bytea NOT NULL,
+    state public.idempotency_state NOT NULL,
+    owner_token uuid NOT NULL,
+    locked_until timestamp with time zone NOT NULL,
+    response_status smallint,
+    response_headers jsonb,
+    response_body bytea,
+    created_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    response_reservation jsonb,
+    CONSTRAINT idempotency_keys_completed_has_response CHECK ((((state)::text <> 'completed'::text) OR ((response_status IS NOT NULL) AND ((response_body IS NOT NULL) OR (response_reservation IS NOT NULL)))))
+);
+
+--
+-- Name: intents; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.intents (
+    id uuid NOT NULL,
+    reservation_id uuid,
+    upstream_ref text NOT NULL,
+    state text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    lease_owner uuid,
+    locked_until timestamp with time zone,
+    not_before timestamp with time zone NOT NULL,
+    charge_id text,
+    last_error text,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    kind text DEFAULT 'reserve'::text NOT NULL,
+    waitlist_entry_id uuid,
+    CONSTRAINT intents_cancel_names_charge CHECK (((kind <> 'cancel'::text) OR (charge_id IS NOT NULL))),
+    CONSTRAINT intents_kind_known CHECK ((kind = ANY (ARRAY['reserve'::text, 'cancel'::text, 'wait'::text]))),
+    CONSTRAINT intents_only_waits_wait CHECK (((kind = 'wait'::text) OR (state <> ALL (ARRAY['WAITING_FOR_SEAT'::text, 'CANCELLED'::text])))),
+    CONSTRAINT intents_reserving_is_leased CHECK (((state <> 'RESERVING'::text) OR ((lease_owner IS NOT NULL) AND (locked_until IS NOT NULL)))),
+    CONSTRAINT intents_state_known CHECK ((state = ANY (ARRAY['REQUESTED'::text, 'WAITING_FOR_SEAT'::text, 'RESERVING'::text, 'SUCCEEDED'::text, 'FAILED_RACE'::text, 'FAILED_AUTH'::text, 'FAILED_UPSTREAM'::text, 'CANCELLED'::text]))),
+    CONSTRAINT intents_succeeded_has_charge CHECK (((state <> 'SUCCEEDED'::text) OR (charge_id IS NOT NULL))),
+    CONSTRAINT intents_wait_names_entry CHECK (((kind = 'wait'::text) = (waitlist_entry_id IS NOT NULL))),
+    CONSTRAINT intents_write_names_reservation CHECK (((reservation_id IS NOT NULL) OR ((kind = 'wait'::text) AND (state = ANY (ARRAY['WAITING_FOR_SEAT'::text, 'CANCELLED'::text])))))
+);
+
+--
+-- Name: list_cursor_key; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.list_cursor_key (
+    id smallint DEFAULT 1 NOT NULL,
+    secret bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT list_cursor_key_one_row CHECK ((id = 1)),
+    CONSTRAINT list_cursor_key_secret_length CHECK ((octet_length(secret) = 32))
+);
+
+--
+-- Name: outbox; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.outbox (
+    id uuid DEFAULT public.uuidv7() NOT NULL,
+    seq bigint NOT NULL,
+    kind public.outbox_kind NOT NULL,
+    subject_id uuid NOT NULL,
+    payload jsonb NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    published_at timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone NOT NULL,
+    last_error text,
+    topic public.outbox_topic DEFAULT 'events'::text NOT NULL
+);
+
+--
+-- Name: outbox_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.outbox ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.outbox_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: outbox_stalled_subjects; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.outbox_stalled_subjects (
+    topic text NOT NULL,
+    subject_id uuid NOT NULL,
+    head_seq bigint NOT NULL
+);
+
+--
+-- Name: resources; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.resources (
+    id uuid NOT NULL,
+    name text NOT NULL,
+    capacity integer NOT NULL,
+    authority text NOT NULL,
+    upstream_ref text,
+    hold_ttl_seconds integer NOT NULL,
+    offer_ttl_seconds integer NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    archived_at timestamp with time zone,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    time_zone text DEFAULT 'UTC'::text NOT NULL,
+    schedule jsonb,
+    buffer_before_minutes integer DEFAULT 0 NOT NULL,
+    buffer_after_minutes integer DEFAULT 0 NOT NULL,
+    min_notice_minutes integer DEFAULT 0 NOT NULL,
+    max_advance_days integer,
+    slot_minutes integer,
+    has_calendar_rules boolean GENERATED ALWAYS AS (((schedule IS NOT NULL) OR (buffer_before_minutes > 0) OR (buffer_after_minutes > 0) OR (min_notice_minutes > 0) OR (max_advance_days IS NOT NULL) OR (slot_minutes IS NOT NULL))) STORED,
+    CONSTRAINT resources_authority_known CHECK ((authority = ANY (ARRAY['local'::text, 'upstream'::text]))),
+    CONSTRAINT resources_buffers_range CHECK ((((buffer_before_minutes >= 0) AND (buffer_before_minutes <= 1440)) AND ((buffer_after_minutes >= 0) AND (buffer_after_minutes <= 1440)))),
+    CONSTRAINT resources_capacity_range CHECK (((capacity >= 1) AND (capacity <= 100000))),
+    CONSTRAINT resources_max_advance_range CHECK (((max_advance_days IS NULL) OR ((max_advance_days >= 1) AND (max_advance_days <= 3660)))),
+    CONSTRAINT resources_metadata_object CHECK ((jsonb_typeof(metadata) = 'object'::text)),
+    CONSTRAINT resources_min_notice_range CHECK (((min_notice_minutes >= 0) AND (min_notice_minutes <= 525600))),
+    CONSTRAINT resources_name_length CHECK (((char_length(name) >= 1) AND (char_length(name) <= 200))),
+    CONSTRAINT resources_schedule_shape CHECK (((schedule IS NULL) OR ((jsonb_typeof(schedule) = 'object'::text) AND (jsonb_typeof((schedule -> 'weekly'::text)) = 'object'::text) AND (jsonb_typeof((schedule -> 'exceptions'::text)) = 'array'::text)))),
+    CONSTRAINT resources_slot_minutes_range CHECK (((slot_minutes IS NULL) OR ((slot_minutes >= 1) AND (slot_minutes <= 1440)))),
+    CONSTRAINT resources_time_zone_length CHECK (((char_length(time_zone) >= 1) AND (char_length(time_zone) <= 64))),
+    CONSTRAINT resources_ttls_positive CHECK (((hold_ttl_seconds >= 1) AND (offer_ttl_seconds >= 1))),
+    CONSTRAINT resources_upstream_shape CHECK (((authority = 'local'::text) OR ((upstream_ref IS NOT NULL) AND (capacity = 1))))
+);
+
+--
+-- Name: seat_polls; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.seat_polls (
+    resource_id uuid NOT NULL,
+    next_poll_at timestamp with time zone NOT NULL,
+    idle_polls integer DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT seat_polls_idle_polls_non_negative CHECK ((idle_polls >= 0))
+);
+
+--
+-- Name: upstream_breakers; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.upstream_breakers (
+    name text NOT NULL,
+    consecutive_failures integer DEFAULT 0 NOT NULL,
+    open_until timestamp with time zone,
+    probe_owner uuid,
+    probe_until timestamp with time zone,
+    updated_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: upstream_views; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.upstream_views (
+    upstream_ref text NOT NULL,
+    window_start timestamp with time zone NOT NULL,
+    window_end timestamp with time zone NOT NULL,
+    taken jsonb,
+    fetched_at timestamp with time zone,
+    refresh_owner uuid,
+    refreshing_until timestamp with time zone
+);
+
+--
+-- Name: waitlist_entries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.waitlist_entries (
+    id uuid NOT NULL,
+    resource_id uuid NOT NULL,
+    owner text NOT NULL,
+    starts_at timestamp with time zone NOT NULL,
+    ends_at timestamp with time zone NOT NULL,
+    period tstzrange GENERATED ALWAYS AS (tstzrange(starts_at, ends_at, '[)'::text)) STORED,
+    quantity integer NOT NULL,
+    status text NOT NULL,
+    seq bigint NOT NULL,
+    reservation_id uuid,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    auto_book boolean DEFAULT false NOT NULL,
+    leave_requested_at timestamp with time zone,
+    CONSTRAINT waitlist_entries_offer_has_reservation CHECK ((((status = ANY (ARRAY['OFFERED'::text, 'ACCEPTED'::text])) AND (reservation_id IS NOT NULL)) OR ((status = 'WAITING'::text) AND (reservation_id IS NULL)) OR (status = ANY (ARRAY['EXPIRED'::text, 'CANCELLED'::text])))),
+    CONSTRAINT waitlist_entries_period_ordered CHECK ((starts_at < ends_at)),
+    CONSTRAINT waitlist_entries_quantity_positive CHECK ((quantity >= 1)),
+    CONSTRAINT waitlist_entries_status_known CHECK ((status = ANY (ARRAY['WAITING'::text, 'OFFERED'::text, 'ACCEPTED'::text, 'EXPIRED'::text, 'CANCELLED'::text])))
+);
+
+--
+-- Name: waitlist_entries_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.waitlist_entries ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.waitlist_entries_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: webhook_deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_deliveries (
+    event_id uuid NOT NULL,
+    endpoint_id uuid NOT NULL,
+    status integer NOT NULL,
+    delivered_at timestamp with time zone NOT NULL,
+    CONSTRAINT webhook_deliveries_status_success CHECK (((status >= 200) AND (status <= 299)))
+);
+
+--
+-- Name: webhook_endpoints; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_endpoints (
+    id uuid NOT NULL,
+    url text NOT NULL,
+    secret text NOT NULL,
+    resource_id uuid,
+    event_types text[] NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    deleted_at timestamp with time zone,
+    previous_secret text,
+    previous_secret_expires_at timestamp with time zone,
+    CONSTRAINT webhook_endpoints_event_types_not_empty CHECK ((cardinality(event_types) >= 1)),
+    CONSTRAINT webhook_endpoints_previous_secret_with_expiry CHECK (((previous_secret IS NULL) = (previous_secret_expires_at IS NULL))),
+    CONSTRAINT webhook_endpoints_secret_long CHECK ((length(secret) >= 32)),
+    CONSTRAINT webhook_endpoints_url_http CHECK (((url ~ '^https?://'::text) AND (length(url) <= 2000)))
+);
+
+--
+-- Name: approvals approvals_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.approvals
+    ADD CONSTRAINT approvals_pkey PRIMARY KEY (id);
+
+--
+-- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.idempotency_keys
+    ADD CONSTRAINT idempotency_keys_pkey PRIMARY KEY (principal, method, route, key);
+
+--
+-- Name: intents intents_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.intents
+    ADD CONSTRAINT intents_pkey PRIMARY KEY (id);
+
+--
+-- Name: intents intents_reservation_kind_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.intents
+    ADD CONSTRAINT intents_reservation_kind_key UNIQUE (reservation_id, kind);
+
+--
+-- Name: list_cursor_key list_cursor_key_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.list_cursor_key
+    ADD CONSTRAINT list_cursor_key_pkey PRIMARY KEY (id);
+
+--
+-- Name: outbox outbox_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.outbox
+    ADD CONSTRAINT outbox_pkey PRIMARY KEY (id);
+
+--
+-- Name: outbox_stalled_subjects outbox_stalled_subjects_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.outbox_stalled_subjects
+    ADD CONSTRAINT outbox_stalled_subjects_pkey PRIMARY KEY (topic, subject_id);
+
+--
+-- Name: reservations reservations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reservations
+    ADD CONSTRAINT reservations_pkey PRIMARY KEY (id);
+
+--
+-- Name: reservations reservations_row_valid; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.reservations
+    ADD CONSTRAINT reservations_row_valid CHECK (public.reservation_row_valid(reservations.*));
+
+--
+-- Name: reservations reservations_single_unit_buffers_apart; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reservations
+    ADD CONSTRAINT reservations_single_unit_buffers_apart EXCLUDE USING gist (resource_id WITH =, buffered WITH &&) WHERE (((resource_capacity = 1) AND ((status)::text = ANY (ARRAY['HELD'::text, 'CONFIRMING'::text, 'CONFIRMED'::text]))));
+
+--
+-- Name: resources resources_id_capacity_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.resources
+    ADD CONSTRAINT resources_id_capacity_key UNIQUE (id, capacity);
+
+--
+-- Name: resources resources_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.resources
+    ADD CONSTRAINT resources_pkey PRIMARY KEY (id);
+
+--
+-- Name: seat_polls seat_polls_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.seat_polls
+    ADD CONSTRAINT seat_polls_pkey PRIMARY KEY (resource_id);
+
+--
+-- Name: upstream_breakers upstream_breakers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.upstream_breakers
+    ADD CONSTRAINT upstream_breakers_pkey PRIMARY KEY (name);
+
+--
+-- Name: upstream_views upstream_views_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.upstream_views
+    ADD CONSTRAINT upstream_views_pkey PRIMARY KEY (upstream_ref, window_start, window_end);
+
+--
+-- Name: waitlist_entries waitlist_entries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.waitlist_entries
+    ADD CONSTRAINT waitlist_entries_pkey PRIMARY KEY (id);
+
+--
+-- Name: webhook_deliveries webhook_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (event_id, endpoint_id);
+
+--
+-- Name: webhook_endpoints webhook_endpoints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (id);
+
+--
+-- Name: idempotency_keys_expires_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idempotency_keys_expires_idx ON public.idempotency_keys USING btree (expires_at);
+
+--
+-- Name: intents_one_wait_per_entry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX intents_one_wait_per_entry ON public.intents USING btree (waitlist_entry_id) WHERE (waitlist_entry_id IS NOT NULL);
+
+--
+-- Name: intents_one_write_per_seat; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX intents_one_write_per_seat ON public.intents USING btree (upstream_ref) WHERE (state = 'RESERVING'::text);
+
+--
+-- Name: intents_pending_cancel_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX intents_pending_cancel_idx ON public.intents USING btree (upstream_ref, created_at) WHERE ((kind = 'cancel'::text) AND (state = ANY (ARRAY['REQUESTED'::text, 'RESERVING'::text])));
+
+--
+-- Name: intents_requested_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX intents_requested_idx ON public.intents USING btree (not_before) WHERE (state = 'REQUESTED'::text);
+
+--
+-- Name: intents_reserving_lease_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX intents_reserving_lease_idx ON public.intents USING btree (locked_until) WHERE (state = 'RESERVING'::text);
+
+--
+-- Name: intents_waiting_for_seat_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX intents_waiting_for_seat_idx ON public.intents USING btree (waitlist_entry_id) WHERE (state = 'WAITING_FOR_SEAT'::text);
+
+--
+-- Name: outbox_pending_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outbox_pending_idx ON public.outbox USING btree (topic, next_attempt_at, seq) WHERE (published_at IS NULL);
+
+--
+-- Name: outbox_published_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outbox_published_idx ON public.outbox USING btree (published_at) WHERE (published_at IS NOT NULL);
+
+--
+-- Name: reservations_active_period_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reservations_active_period_idx ON public.reservations USING gist (resource_id, period) WHERE ((status)::text = ANY (ARRAY['HELD'::text, 'CONFIRMING'::text, 'CONFIRMED'::text]));
+
+--
+-- Name: reservations_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reservations_created_idx ON public.reservations USING btree (created_at, id);
+
+--
+-- Name: reservations_held_expiry_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reservations_held_expiry_idx ON public.reservations USING btree (expires_at) WHERE ((status)::text = 'HELD'::text);
+
+--
+-- Name: reservations_owner_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reservations_owner_created_idx ON public.reservations USING btree (owner, created_at, id);
+
+--
+-- Name: reservations_resource_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reservations_resource_created_idx ON public.reservations USING btree (resource_id, created_at, id);
+
+--
+-- Name: resources_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX resources_created_idx ON public.resources USING btree (created_at, id);
+
+--
+-- Name: seat_polls_due_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX seat_polls_due_idx ON public.seat_polls USING btree (next_poll_at);
+
+--
+-- Name: waitlist_entries_one_per_range_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX waitlist_entries_one_per_range_key ON public.waitlist_entries USING btree (resource_id, owner, starts_at, ends_at) WHERE (status = ANY (ARRAY['WAITING'::text, 'OFFERED'::text]));
+
+--
+-- Name: waitlist_entries_owner_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX waitlist_entries_owner_created_idx ON public.waitlist_entries USING btree (owner, created_at DESC, id DESC);
+
+--
+-- Name: waitlist_entries_reservation_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX waitlist_entries_reservation_key ON public.waitlist_entries USING btree (reservation_id) WHERE (reservation_id IS NOT NULL);
+
+--
+-- Name: waitlist_entries_resource_seq_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX waitlist_entries_resource_seq_idx ON public.waitlist_entries USING btree (resource_id, seq);
+
+--
+-- Name: waitlist_entries_waiting_end_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX waitlist_entries_waiting_end_idx ON public.waitlist_entries USING btree (ends_at) WHERE (status = 'WAITING'::text);
+
+--
+-- Name: waitlist_entries_waiting_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX waitlist_entries_waiting_idx ON public.waitlist_entries USING btree (resource_id, seq) WHERE (status = 'WAITING'::text);
+
+--
+-- Name: webhook_deliveries_delivered_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_delivered_idx ON public.webhook_deliveries USING btree (delivered_at);
+
+--
+-- Name: webhook_deliveries_endpoint_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_endpoint_idx ON public.webhook_deliveries USING btree (endpoint_id);
+
+--
+-- Name: webhook_endpoints_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_endpoints_created_idx ON public.webhook_endpoints USING btree (created_at DESC, id DESC) WHERE (deleted_at IS NULL);
+
+--
+-- Name: reservations reservations_buffered_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER reservations_buffered_insert BEFORE INSERT ON public.reservations FOR EACH ROW WHEN ((new.buffered IS NULL)) EXECUTE FUNCTION public.reservations_set_buffered();
+
+--
+-- Name: reservations reservations_buffered_move; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER reservations_buffered_move BEFORE UPDATE OF starts_at, ends_at, buffered ON public.reservations FOR EACH ROW EXECUTE FUNCTION public.reservations_set_buffered();
+
+--
+-- Name: approvals approvals_reservation_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.approvals
+    ADD CONSTRAINT approvals_reservation_fkey FOREIGN KEY (reservation_id) REFERENCES public.reservations(id);
+
+--
+-- Name: approvals approvals_waitlist_entry_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.approvals
+    ADD CONSTRAINT approvals_waitlist_entry_fkey FOREIGN KEY (waitlist_entry_id) REFERENCES public.waitlist_entries(id);
+
+--
+-- Name: intents intents_reservation_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.intents
+    ADD CONSTRAINT intents_reservation_fkey FOREIGN KEY (reservation_id) REFERENCES public.reservations(id) DEFERRABLE;
+
+--
+-- Name: intents intents_waitlist_entry_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.intents
+    ADD CONSTRAINT intents_waitlist_entry_fkey FOREIGN KEY (waitlist_entry_id) REFERENCES public.waitlist_entries(id);
+
+--
+-- Name: reservations reservations_resource_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reservations
+    ADD CONSTRAINT reservations_resource_fkey FOREIGN KEY (resource_id, resource_capacity) REFERENCES public.resources(id, capacity) ON UPDATE CASCADE;
+
+--
+-- Name: seat_polls seat_polls_resource_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.seat_polls
+    ADD CONSTRAINT seat_polls_resource_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id);
+
+--
+-- Name: waitlist_entries waitlist_entries_reservation_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.waitlist_entries
+    ADD CONSTRAINT waitlist_entries_reservation_fkey FOREIGN KEY (reservation_id) REFERENCES public.reservations(id);
+
+--
+-- Name: waitlist_entries waitlist_entries_resource_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.waitlist_entries
+    ADD CONSTRAINT waitlist_entries_resource_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id);
+
+--
+-- Name: webhook_deliveries webhook_deliveries_endpoint_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_endpoint_fkey FOREIGN KEY (endpoint_id) REFERENCES public.webhook_endpoints(id);
+
+--
+-- Name: webhook_endpoints webhook_endpoints_resource_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_resource_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id);
+
+--
+-- PostgreSQL database dump complete
+--
+
