@@ -2,36 +2,38 @@
 //! adapters. Where each mechanism lives:
 //!
 //! - [`domain`]: the vocabulary (resources, reservations, statuses, intents, the
-//!   waitlist) and the pure rules: range validation (`validate`), the load profile
-//!   behind `free` (`load`). No I/O, no Lambda types.
-//! - [`db`]: the pool, the embedded migrations, and one module of named SQL per table
+//!   waitlist, the event kinds in `events`, `Patch` for clearable fields) and the pure
+//!   rules: range validation (`validate`), the load profile behind `free` (`load`),
+//!   calendar rules (`calendar`: the rules as written, local time, judging a range, the
+//!   grid of slots). No I/O, no Lambda types.
+//! - [`db`]: the pool, the migration step, and one module of named SQL per table
 //!   (`resources`, `reservations`, `waitlist`, `idempotency`, `outbox`, `intents`,
-//!   `breakers`, `upstream_views`, `seat_polls`). The capacity rules themselves are SQL functions
-//!   (`reservation_load`, `reservation_insert_if_fits`, `reservation_hold`, migration
-//!   V7, the last two redefined since, the hold last in V14); the double-booking guard
-//!   of capacity-1 resources is the exclusion constraint on the kept ranges (V12),
-//!   which hold the periods (V14).
-//! - [`booking`]: the operations, one file each: `resources`, `reserve` (where the
-//!   race is settled), `confirm`, `release`, `availability`, `waitlist`, `handover`
-//!   (freed capacity to the waitlist, first fit in FIFO order), `sweep` (the
-//!   scheduled expiry and purges) and `lists` (keyset pages with signed cursors,
-//!   `cursor`). The lock order is written in `booking`'s overview.
-//!   Each takes a client or a transaction and the current time, so a caller composes
-//!   them into one transaction and a test moves the clock.
+//!   `breakers`, `upstream_views`, `seat_polls`, `webhooks`), plus `hold` (the
+//!   one-statement hold), `lapse` (holds past their expiry) and `reservation_lists`.
+//!   The rules that make double-booking impossible are SQL: the exclusion constraint on
+//!   the kept ranges of capacity-1 resources (`migrations/`), the load check and the
+//!   hold (`sql/functions/`).
+//! - [`booking`]: the operations, one file each: `resources`, `hold` (where the race is
+//!   settled: one statement when it can, the general path otherwise), `confirm`,
+//!   `release`, `reschedule`, `availability`, `calendar` (the rules judged against the
+//!   bookings around a range), `waitlist`, `handover` (freed capacity to the waitlist,
+//!   first fit in FIFO order), `waits`, `sweep` (the scheduled expiry and purges) and
+//!   `lists` (keyset pages with signed cursors, `cursor`). The lock order is written in
+//!   `booking`'s overview. Each takes a client or a transaction and the current time,
+//!   so a caller composes them into one transaction and a test moves the clock.
 //! - [`intents`]: upstream writes as durable intents: the worker's steps (`worker`),
 //!   the lease reaper and requeue (`reaper`), and waits for upstream seats (`wait`:
 //!   the per-seat poll that books an `auto_book` waiter when the seat frees).
 //! - [`upstream`]: the system-of-record adapter, the shared circuit breaker
 //!   (`breaker`) and the shared single-flight read cache (`cache`).
-//! - [`outbox`]: the outbox relay (after commit and from the sweeper) to SQS, with
-//!   its publishers.
+//! - [`outbox`]: the relay (after commit and from the sweeper) to SQS, with its
+//!   publishers and the one message type of both queues (`Envelope`).
 //! - [`notify`]: signed webhooks: the signature, and delivery of one event to the
 //!   endpoints that want it (`webhook_endpoints`, `webhook_deliveries`).
 //! - [`http`]: the adapter from `lambda_http` requests to those operations: routing
-//!   (`routes`), identity, strict JSON bodies and query strings (`request`, and
-//!   `lists` for the lists' parameters), idempotency keys
-//!   (`idempotency`), and the one mapping of every failure to RFC 9457 problem JSON
-//!   (`problem`).
+//!   (`routes`), identity, strict JSON bodies and query strings (`request`, `fields`,
+//!   and `lists` for the lists' parameters), idempotency keys (`idempotency`), and the
+//!   one mapping of every failure to RFC 9457 problem JSON (`problem`).
 //! - [`config`], [`clock`], [`metrics`] (CloudWatch EMF lines): the process around it.
 //!
 //! PostgreSQL is the only authority: the guarantees live in constraints, row locks and

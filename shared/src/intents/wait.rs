@@ -1,4 +1,4 @@
-//! Waiting for an upstream seat (seed 000's `wait_for_library_seat`).
+//! Waiting for an upstream seat that someone else holds in the system of record.
 //!
 //! Joining the waitlist of an upstream resource with `auto_book` is the consent to the
 //! write: an approval and a wait intent in `WAITING_FOR_SEAT`. Nothing local can say
