@@ -12,52 +12,45 @@ use uuid::Uuid;
 
 statements![EXPIRE_LAPSED_OVERLAPPING, EXPIRE_LAPSED_KEEPING_BUFFERS, CLAIM_LAPSED, ANY_LAPSED];
 
+/// Writes down the lapse of the held rows of resource `$1` lapsed at `$4` that also
+/// meet `$cond`, with their `$5` (`reservation.expired`) events, and returns them.
+macro_rules! expire_lapsed_where {
+    ($cond:literal) => {
+        concat!(
+            r#"
+    WITH exp AS (
+        UPDATE reservations SET status = 'EXPIRED', updated_at = $4, acted_by = NULL
+        WHERE resource_id = $1 AND status = 'HELD' AND expires_at <= $4 AND "#,
+            $cond,
+            r#"
+        RETURNING "#,
+            columns!(),
+            r#"
+    ), ev AS (
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT $5::text, exp.id, "#,
+            event_payload!("exp"),
+            r#", $4, $4 FROM exp
+    )
+    SELECT "#,
+            columns!(),
+            r#" FROM exp"#
+        )
+    };
+}
+
 /// Writes down the lapse of the holds that overlap a range (`$3` NULL: unbounded), so
 /// that they stop counting for the exclusion constraint too (its predicate cannot know
 /// the time). Run it under the resource lock; it returns what it expired, for the
 /// hand-over to the waitlist. `$5` is the event kind, `reservation.expired`.
-pub const EXPIRE_LAPSED_OVERLAPPING: &str = concat!(
-    r#"
-    WITH exp AS (
-        UPDATE reservations SET status = 'EXPIRED', updated_at = $4, acted_by = NULL
-        WHERE resource_id = $1 AND status = 'HELD' AND expires_at <= $4
-          AND period && tstzrange($2, $3, '[)')
-        RETURNING "#,
-    columns!(),
-    r#"
-    ), ev AS (
-        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT $5::text, exp.id, "#,
-    event_payload!("exp"),
-    r#", $4, $4 FROM exp
-    )
-    SELECT "#,
-    columns!(),
-    r#" FROM exp"#
-);
+pub const EXPIRE_LAPSED_OVERLAPPING: &str = expire_lapsed_where!("period && tstzrange($2, $3, '[)')");
 
 /// [`EXPIRE_LAPSED_OVERLAPPING`] for the lapsed holds that keep buffers (`buffered`
 /// wider than `period`) and whose kept range meets `[$2, $3)`: those a new
 /// booking without buffers of its own could still meet.
-pub const EXPIRE_LAPSED_KEEPING_BUFFERS: &str = concat!(
-    r#"
-    WITH exp AS (
-        UPDATE reservations SET status = 'EXPIRED', updated_at = $4, acted_by = NULL
-        WHERE resource_id = $1 AND status = 'HELD' AND expires_at <= $4
-          AND period && tstzrange($2::timestamptz - interval '1 day', $3::timestamptz + interval '1 day', '[)')
-          AND buffered && tstzrange($2, $3, '[)') AND buffered <> period
-        RETURNING "#,
-    columns!(),
-    r#"
-    ), ev AS (
-        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT $5::text, exp.id, "#,
-    event_payload!("exp"),
-    r#", $4, $4 FROM exp
-    )
-    SELECT "#,
-    columns!(),
-    r#" FROM exp"#
+pub const EXPIRE_LAPSED_KEEPING_BUFFERS: &str = expire_lapsed_where!(
+    "period && tstzrange($2::timestamptz - interval '1 day', $3::timestamptz + interval '1 day', '[)') \
+     AND buffered && tstzrange($2, $3, '[)') AND buffered <> period"
 );
 
 /// The sweep's claim: one resource that has lapsed holds and whose row no one else
