@@ -187,9 +187,9 @@ CREATE TABLE idempotency_keys (
     route                text              NOT NULL,
     key                  text              NOT NULL,
     fingerprint          bytea             NOT NULL,
+    -- `processing` only inside the transaction that claimed the key, which stores the
+    -- answer before it commits: every committed row is `completed`.
     state                idempotency_state NOT NULL,
-    owner_token          uuid              NOT NULL,
-    locked_until         timestamptz       NOT NULL,
     response_status      smallint,
     response_headers     jsonb,
     response_body        bytea,

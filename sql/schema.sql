@@ -87,10 +87,10 @@ CREATE DOMAIN public.reservation_status AS text
 	CONSTRAINT reservations_status_known CHECK ((VALUE = ANY ('{HELD,CONFIRMING,CONFIRMED,RELEASED,EXPIRED,CANCELLED,FAILED}'::text[])));
 
 --
--- Name: idempotency_claim(text, text, text, text, bytea, uuid, timestamp with time zone, timestamp with time zone, timestamp with time zone, text); Type: FUNCTION; Schema: public; Owner: -
+-- Name: idempotency_claim(text, text, text, text, bytea, timestamp with time zone, timestamp with time zone, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.idempotency_claim(p_principal text, p_method text, p_route text, p_key text, p_fingerprint bytea, p_owner_token uuid, p_locked_until timestamp with time zone, p_now timestamp with time zone, p_expires_at timestamp with time zone, p_wait text) RETURNS boolean
+CREATE FUNCTION public.idempotency_claim(p_principal text, p_method text, p_route text, p_key text, p_fingerprint bytea, p_now timestamp with time zone, p_expires_at timestamp with time zone, p_wait text) RETURNS boolean
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -98,14 +98,9 @@ DECLARE
     claimed boolean;
 BEGIN
     PERFORM set_config('lock_timeout', p_wait, true);
-    INSERT INTO idempotency_keys (principal, method, route, key, fingerprint, state, owner_token, locked_until,
-                                  created_at, expires_at)
-    VALUES (p_principal, p_method, p_route, p_key, p_fingerprint, 'processing', p_owner_token, p_locked_until,
-            p_now, p_expires_at)
-    ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO UPDATE
-        SET owner_token = EXCLUDED.owner_token, locked_until = EXCLUDED.locked_until
-        WHERE idempotency_keys.state = 'processing' AND idempotency_keys.locked_until <= p_now
-          AND idempotency_keys.fingerprint = EXCLUDED.fingerprint;
+    INSERT INTO idempotency_keys (principal, method, route, key, fingerprint, state, created_at, expires_at)
+    VALUES (p_principal, p_method, p_route, p_key, p_fingerprint, 'processing', p_now, p_expires_at)
+    ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO NOTHING;
     claimed := FOUND;
     PERFORM set_config('lock_timeout', session_timeout, true);
     RETURN claimed;
@@ -158,14 +153,12 @@ BEGIN
         -- resource's hold TTL from now). The key's answer is written again at the end
         -- only when the hold did not go as expected. Nobody reads the row before the
         -- statement commits (a duplicate waits on the primary key), so it is never seen
-        -- holding an answer it will not give. Its owner token is the reservation's id:
-        -- nothing reads a completed claim's.
+        -- holding an answer it will not give.
         session_timeout := current_setting('lock_timeout');
         PERFORM set_config('lock_timeout', p_wait, true);
-        INSERT INTO idempotency_keys AS k (principal, method, route, key, fingerprint, state, owner_token,
-                                           locked_until, response_status, response_reservation, created_at,
-                                           expires_at)
-        VALUES (p_principal, p_method, p_route, p_key, p_fingerprint, 'completed', p_id, p_now, 201,
+        INSERT INTO idempotency_keys AS k (principal, method, route, key, fingerprint, state, response_status,
+                                           response_reservation, created_at, expires_at)
+        VALUES (p_principal, p_method, p_route, p_key, p_fingerprint, 'completed', 201,
                 reservation_snapshot(
                     p_id, p_resource, p_owner, p_start, p_end, p_quantity,
                     CASE WHEN p_confirm THEN 'CONFIRMED' ELSE 'HELD' END,
@@ -173,17 +166,13 @@ BEGIN
                         SELECT r.hold_ttl_seconds FROM resources r WHERE r.id = p_resource)) END,
                     NULL, 'request', p_now, p_now, p_metadata, p_owner),
                 p_now, p_retain_until)
-        ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO UPDATE
-            SET owner_token = EXCLUDED.owner_token, state = EXCLUDED.state, locked_until = EXCLUDED.locked_until,
-                response_status = EXCLUDED.response_status, response_reservation = EXCLUDED.response_reservation
-            WHERE k.state = 'processing' AND k.locked_until <= p_now AND k.fingerprint = EXCLUDED.fingerprint
+        ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO NOTHING
         RETURNING k.response_reservation -> 'expires_at' INTO expected_expiry;
         claimed := FOUND;
         PERFORM set_config('lock_timeout', session_timeout, true);
         IF NOT claimed THEN
-            -- A committed row: an answer to replay, another request's key, or a
-            -- `processing` claim whose lease is live. Nothing was written; the guard
-            -- reads it.
+            -- A committed row: an answer to replay, or another request's key.
+            -- Nothing was written; the guard reads it.
             o.outcome := 'key_taken';
             RETURN NEXT o;
             RETURN;
@@ -676,8 +665,6 @@ CREATE TABLE public.idempotency_keys (
     key text NOT NULL,
     fingerprint bytea NOT NULL,
     state public.idempotency_state NOT NULL,
-    owner_token uuid NOT NULL,
-    locked_until timestamp with time zone NOT NULL,
     response_status smallint,
     response_headers jsonb,
     response_body bytea,

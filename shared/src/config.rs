@@ -51,7 +51,6 @@ pub struct Config {
     /// How far in the past a start may lie (clock skew between client and server).
     pub start_grace: chrono::Duration,
     pub max_availability_window: chrono::Duration,
-    pub idempotency_lease: chrono::Duration,
     pub idempotency_wait: Duration,
     pub idempotency_retention: chrono::Duration,
     /// How many retries of in-progress keys may wait for their originals at once in one
@@ -195,7 +194,6 @@ impl Config {
             booking_horizon: chrono::Duration::days(num("BOOKING_HORIZON_DAYS", 730, 1, 36_500)?),
             start_grace: chrono::Duration::seconds(num("START_GRACE_SECONDS", 300, 0, 86_400)?),
             max_availability_window: chrono::Duration::days(62),
-            idempotency_lease: chrono::Duration::seconds(num("IDEMPOTENCY_LEASE_SECONDS", 30, 1, 3_600)?),
             idempotency_wait: Duration::from_millis(num("IDEMPOTENCY_WAIT_MS", 2_000, 0, 60_000)? as u64),
             idempotency_retention: chrono::Duration::hours(num("IDEMPOTENCY_RETENTION_HOURS", 24, 24, 24 * 365)?),
             idempotency_max_waiters: num("IDEMPOTENCY_MAX_WAITERS", 64, 0, 100_000)? as usize,

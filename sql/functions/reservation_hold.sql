@@ -45,14 +45,12 @@ BEGIN
         -- resource's hold TTL from now). The key's answer is written again at the end
         -- only when the hold did not go as expected. Nobody reads the row before the
         -- statement commits (a duplicate waits on the primary key), so it is never seen
-        -- holding an answer it will not give. Its owner token is the reservation's id:
-        -- nothing reads a completed claim's.
+        -- holding an answer it will not give.
         session_timeout := current_setting('lock_timeout');
         PERFORM set_config('lock_timeout', p_wait, true);
-        INSERT INTO idempotency_keys AS k (principal, method, route, key, fingerprint, state, owner_token,
-                                           locked_until, response_status, response_reservation, created_at,
-                                           expires_at)
-        VALUES (p_principal, p_method, p_route, p_key, p_fingerprint, 'completed', p_id, p_now, 201,
+        INSERT INTO idempotency_keys AS k (principal, method, route, key, fingerprint, state, response_status,
+                                           response_reservation, created_at, expires_at)
+        VALUES (p_principal, p_method, p_route, p_key, p_fingerprint, 'completed', 201,
                 reservation_snapshot(
                     p_id, p_resource, p_owner, p_start, p_end, p_quantity,
                     CASE WHEN p_confirm THEN 'CONFIRMED' ELSE 'HELD' END,
@@ -60,17 +58,13 @@ BEGIN
                         SELECT r.hold_ttl_seconds FROM resources r WHERE r.id = p_resource)) END,
                     NULL, 'request', p_now, p_now, p_metadata, p_owner),
                 p_now, p_retain_until)
-        ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO UPDATE
-            SET owner_token = EXCLUDED.owner_token, state = EXCLUDED.state, locked_until = EXCLUDED.locked_until,
-                response_status = EXCLUDED.response_status, response_reservation = EXCLUDED.response_reservation
-            WHERE k.state = 'processing' AND k.locked_until <= p_now AND k.fingerprint = EXCLUDED.fingerprint
+        ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO NOTHING
         RETURNING k.response_reservation -> 'expires_at' INTO expected_expiry;
         claimed := FOUND;
         PERFORM set_config('lock_timeout', session_timeout, true);
         IF NOT claimed THEN
-            -- A committed row: an answer to replay, another request's key, or a
-            -- `processing` claim whose lease is live. Nothing was written; the guard
-            -- reads it.
+            -- A committed row: an answer to replay, or another request's key.
+            -- Nothing was written; the guard reads it.
             o.outcome := 'key_taken';
             RETURN NEXT o;
             RETURN;

@@ -151,7 +151,7 @@ pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'
         &a.key.route,
         &a.key.key,
         &a.fingerprint,
-        &a.lease.expires_at,
+        &a.times.expires_at,
         &wait,
         &refused_status,
         a.refused.headers,

@@ -1,18 +1,18 @@
 //! SQL for the `idempotency_keys` table.
 //!
 //! A key's row is claimed (`processing`) and completed with the stored response in the
-//! transaction of the mutation it guards: one commit per request. A retry finds the
-//! stored response, or waits on the primary key for its original's transaction to end
-//! (see `idempotency_claim`). A failure the client may not retry unchanged (a 4xx) is
-//! stored on its own after the rollback. A keyed hold claims, holds and stores in one
-//! statement ([`Answering`], `HOLD_KEYED` in hold.rs); its answer is stored as the
-//! reservation it made, from which the replay is rendered ([`FROM_SNAPSHOT`]).
+//! transaction of the mutation it guards: one commit per request, so every committed
+//! row is `completed`. A retry finds the stored response, or waits on the primary key
+//! for its original's transaction to end (see `idempotency_claim`). A failure the
+//! client may not retry unchanged (a 4xx) is stored on its own after the rollback. A
+//! keyed hold claims, holds and stores in one statement ([`Answering`], `HOLD_KEYED` in
+//! hold.rs); its answer is stored as the reservation it made, from which the replay is
+//! rendered ([`FROM_SNAPSHOT`]).
 
 use super::reservations::{columns, from_row};
 use super::{DbError, GenericClient};
 use crate::domain::Reservation;
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
 
 statements![CLAIM, READ, COMPLETE, STORE_FAILURE, PURGE_EXPIRED, FROM_SNAPSHOT];
 
@@ -26,24 +26,25 @@ pub struct KeyRef<'a> {
 }
 
 /// Claims the key in the caller's transaction: true when this request now owns it,
-/// false when an answer is stored (or a claim committed by the older scheme is live).
-/// Waits at most `$10` for a concurrent original; past that, `lock_not_available`.
-pub const CLAIM: &str = "SELECT idempotency_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+/// false when an answer is stored. Waits at most `$8` for a concurrent original; past
+/// that, `lock_not_available`.
+pub const CLAIM: &str = "SELECT idempotency_claim($1, $2, $3, $4, $5, $6, $7, $8)";
 
-pub const READ: &str = "SELECT fingerprint, state, locked_until, response_status, response_headers, response_body, \
+/// The committed row of a key: its answer ([`read`]).
+pub const READ: &str = "SELECT fingerprint, state, response_status, response_headers, response_body, \
      response_reservation FROM idempotency_keys WHERE principal = $1 AND method = $2 AND route = $3 AND key = $4";
 
 /// Stores the response, in the transaction that claimed the key (so the claim is ours).
 pub const COMPLETE: &str = "UPDATE idempotency_keys SET state = 'completed', response_status = $5, \
-     response_headers = $6, response_body = $7, locked_until = $8 \
+     response_headers = $6, response_body = $7 \
      WHERE principal = $1 AND method = $2 AND route = $3 AND key = $4 AND state = 'processing'";
 
 /// Stores a final failure (a 4xx) on its own, after the mutation's transaction rolled
 /// back and took its claim with it. A retry that claimed the key meanwhile keeps its
 /// own answer.
 pub const STORE_FAILURE: &str = "INSERT INTO idempotency_keys (principal, method, route, key, fingerprint, state, \
-     owner_token, locked_until, response_status, response_headers, response_body, created_at, expires_at) \
-     VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10, $7, $11) \
+     response_status, response_headers, response_body, created_at, expires_at) \
+     VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, $9, $10) \
      ON CONFLICT ON CONSTRAINT idempotency_keys_pkey DO NOTHING";
 
 /// A reservation as a keyed hold stored it for its replay (`reservation_snapshot`: the
@@ -55,11 +56,12 @@ pub const FROM_SNAPSHOT: &str = concat!("SELECT ", columns!(), " FROM jsonb_popu
 pub const PURGE_EXPIRED: &str = "DELETE FROM idempotency_keys WHERE ctid IN ( \
      SELECT ctid FROM idempotency_keys WHERE expires_at < $1 ORDER BY expires_at LIMIT $2)";
 
-// One value per replay, matched at once: boxing would only add an allocation.
-#[allow(clippy::large_enum_variant)]
-pub enum Stored {
-    Completed { fingerprint: Vec<u8>, status: u16, headers: serde_json::Value, body: StoredBody },
-    Processing { fingerprint: Vec<u8>, locked_until: DateTime<Utc> },
+/// A key's stored answer, and the fingerprint of the request it answered.
+pub struct Stored {
+    pub fingerprint: Vec<u8>,
+    pub status: u16,
+    pub headers: serde_json::Value,
+    pub body: StoredBody,
 }
 
 /// What a stored answer's body is made from.
@@ -77,7 +79,7 @@ pub enum StoredBody {
 pub struct Answering<'a> {
     pub key: KeyRef<'a>,
     pub fingerprint: &'a [u8],
-    pub lease: Lease,
+    pub times: ClaimTimes,
     /// How long the claim may wait for a concurrent original (see [`CLAIM`]).
     pub wait: std::time::Duration,
     /// The answer to a refusal, which does not depend on what the statement finds and
@@ -97,8 +99,7 @@ pub async fn claim(
     c: &impl GenericClient,
     k: &KeyRef<'_>,
     fingerprint: &[u8],
-    owner_token: Uuid,
-    lease: Lease,
+    times: ClaimTimes,
     wait: std::time::Duration,
 ) -> Result<bool, DbError> {
     let stmt = c.prepare_cached(CLAIM).await?;
@@ -107,57 +108,42 @@ pub async fn claim(
     let row = c
         .query_one(
             &stmt,
-            &[
-                &k.principal,
-                &k.method,
-                &k.route,
-                &k.key,
-                &fingerprint,
-                &owner_token,
-                &lease.locked_until,
-                &lease.now,
-                &lease.expires_at,
-                &wait,
-            ],
+            &[&k.principal, &k.method, &k.route, &k.key, &fingerprint, &times.now, &times.expires_at, &wait],
         )
         .await?;
     Ok(row.try_get(0)?)
 }
 
-/// The times a claim records: now, how long the claim stands (for rows of the older
-/// scheme, which committed their claims), and when the record may be purged.
+/// The times a claim records: when it was made, and when the record may be purged.
 #[derive(Debug, Clone, Copy)]
-pub struct Lease {
+pub struct ClaimTimes {
     pub now: DateTime<Utc>,
-    pub locked_until: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
 }
 
+/// See [`READ`]. A committed row without its answer cannot arise (a claim commits
+/// with its answer): it reads as [`DbError::Corrupt`].
 pub async fn read(c: &impl GenericClient, k: &KeyRef<'_>) -> Result<Option<Stored>, DbError> {
     let stmt = c.prepare_cached(READ).await?;
     let Some(row) = c.query_opt(&stmt, &[&k.principal, &k.method, &k.route, &k.key]).await? else {
         return Ok(None);
     };
-    let fingerprint: Vec<u8> = row.try_get("fingerprint")?;
     let state: &str = row.try_get("state")?;
-    Ok(Some(match state {
-        "completed" => {
-            let status: i16 = row.try_get("response_status")?;
-            Stored::Completed {
-                fingerprint,
-                status: u16::try_from(status).map_err(|_| DbError::Corrupt(format!("status {status}")))?,
-                headers: row.try_get::<_, Option<serde_json::Value>>("response_headers")?.unwrap_or_default(),
-                body: match row.try_get::<_, Option<Vec<u8>>>("response_body")? {
-                    Some(bytes) => StoredBody::Bytes(bytes),
-                    None => {
-                        let snapshot: serde_json::Value = row.try_get("response_reservation")?;
-                        StoredBody::Reservation(from_snapshot(c, &snapshot).await?)
-                    }
-                },
+    if state != "completed" {
+        return Err(DbError::Corrupt(format!("idempotency key {} committed as {state}", k.key)));
+    }
+    let status: i16 = row.try_get("response_status")?;
+    Ok(Some(Stored {
+        fingerprint: row.try_get("fingerprint")?,
+        status: u16::try_from(status).map_err(|_| DbError::Corrupt(format!("status {status}")))?,
+        headers: row.try_get::<_, Option<serde_json::Value>>("response_headers")?.unwrap_or_default(),
+        body: match row.try_get::<_, Option<Vec<u8>>>("response_body")? {
+            Some(bytes) => StoredBody::Bytes(bytes),
+            None => {
+                let snapshot: serde_json::Value = row.try_get("response_reservation")?;
+                StoredBody::Reservation(from_snapshot(c, &snapshot).await?)
             }
-        }
-        "processing" => Stored::Processing { fingerprint, locked_until: row.try_get("locked_until")? },
-        other => return Err(DbError::Corrupt(format!("idempotency state {other}"))),
+        },
     }))
 }
 
@@ -174,11 +160,10 @@ pub async fn complete(
     status: u16,
     headers: &serde_json::Value,
     body: &[u8],
-    now: DateTime<Utc>,
 ) -> Result<(), DbError> {
     let stmt = c.prepare_cached(COMPLETE).await?;
     let status = status as i16;
-    let n = c.execute(&stmt, &[&k.principal, &k.method, &k.route, &k.key, &status, headers, &body, &now]).await?;
+    let n = c.execute(&stmt, &[&k.principal, &k.method, &k.route, &k.key, &status, headers, &body]).await?;
     if n != 1 {
         return Err(DbError::Corrupt(format!("idempotency key {} not claimed in this transaction", k.key)));
     }
@@ -191,7 +176,7 @@ pub async fn store_failure(
     k: &KeyRef<'_>,
     fingerprint: &[u8],
     reply: (u16, &serde_json::Value, &[u8]),
-    lease: Lease,
+    times: ClaimTimes,
 ) -> Result<(), DbError> {
     let stmt = c.prepare_cached(STORE_FAILURE).await?;
     let (status, headers, body) = reply;
@@ -204,12 +189,11 @@ pub async fn store_failure(
             &k.route,
             &k.key,
             &fingerprint,
-            &Uuid::new_v4(),
-            &lease.now,
             &status,
             headers,
             &body,
-            &lease.expires_at,
+            &times.now,
+            &times.expires_at,
         ],
     )
     .await?;

@@ -12,7 +12,7 @@
 //!   replay; past that bound, 409 with `Retry-After`. It never loses a race against
 //!   itself: the original's uncommitted claim holds the key's primary key.
 //! - Takeover: an original that dies takes its claim with it (its transaction
-//!   aborts), so the retry runs at once; no lease has to lapse.
+//!   aborts), so the retry runs at once.
 //!
 //! A mutation that settles in one statement (the keyed hold) claims, runs and stores
 //! in that statement, in autocommit ([`KeyedStatement`]); when it cannot settle there
@@ -27,7 +27,6 @@ use deadpool_postgres::Transaction;
 use lambda_http::{Body, Request, Response};
 use sha2::{Digest, Sha256};
 use std::time::{Duration, Instant};
-use uuid::Uuid;
 
 const HEADER: &str = "idempotency-key";
 
@@ -100,7 +99,7 @@ pub struct KeyedStatement<'r> {
     scope: String,
     key: &'r str,
     fingerprint: &'r [u8],
-    lease: idempotency::Lease,
+    times: idempotency::ClaimTimes,
     refused: Reply,
     refused_headers: serde_json::Value,
 }
@@ -123,7 +122,7 @@ impl<'r> KeyedStatement<'r> {
             scope: scope_of(route),
             key,
             fingerprint: fp,
-            lease: lease(state, state.clock.now()),
+            times: claim_times(state),
             refused,
             refused_headers,
         }))
@@ -133,7 +132,7 @@ impl<'r> KeyedStatement<'r> {
         Answering {
             key: KeyRef { principal: self.principal, method: self.method, route: &self.scope, key: self.key },
             fingerprint: self.fingerprint,
-            lease: self.lease,
+            times: self.times,
             wait: CLAIM_WAIT,
             refused: StoredReply {
                 status: self.refused.status.as_u16(),
@@ -181,8 +180,7 @@ pub async fn run_idempotent(
     loop {
         let mut client = state.pool.get().await?;
         let tx = client.transaction().await?;
-        let now = state.clock.now();
-        let in_flight = match idempotency::claim(&tx, &k, fp, Uuid::new_v4(), lease(state, now), CLAIM_WAIT).await {
+        let in_flight = match idempotency::claim(&tx, &k, fp, claim_times(state), CLAIM_WAIT).await {
             Ok(true) => {
                 let op = op.take().expect("the request runs once: it returns right after");
                 return run_claimed(state, &k, fp, req.uri().path(), tx, op).await;
@@ -195,19 +193,14 @@ pub async fn run_idempotent(
         let stored = idempotency::read(&client, &k).await?;
         drop(client);
         match stored {
-            Some(Stored::Completed { fingerprint, status, headers, body }) => {
+            Some(Stored { fingerprint, status, headers, body }) => {
                 if fingerprint != fp {
                     return Err(ApiError::IdempotencyKeyReused);
                 }
                 return Ok(mark_replayed(stored_reply(status, &headers, body).into_response(), Answer::Replay));
             }
-            Some(Stored::Processing { fingerprint, .. }) if fingerprint != fp => {
-                return Err(ApiError::IdempotencyKeyReused);
-            }
-            // A claim committed on its own by the older scheme, until its lease lapses.
-            Some(Stored::Processing { locked_until, .. }) => poll.wait(Some(locked_until - now)).await?,
             // The original's claim is not committed yet: it is running.
-            None if in_flight => poll.wait(None).await?,
+            None if in_flight => poll.wait().await?,
             // The original failed and gave the key back in between: claim it now.
             None => {}
         }
@@ -215,9 +208,9 @@ pub async fn run_idempotent(
 }
 
 /// The times of a claim made now.
-fn lease(state: &AppState, now: chrono::DateTime<chrono::Utc>) -> idempotency::Lease {
-    let cfg = &state.config;
-    idempotency::Lease { now, locked_until: now + cfg.idempotency_lease, expires_at: now + cfg.idempotency_retention }
+fn claim_times(state: &AppState) -> idempotency::ClaimTimes {
+    let now = state.clock.now();
+    idempotency::ClaimTimes { now, expires_at: now + state.config.idempotency_retention }
 }
 
 /// Runs the request under its claim. Its answer is stored in its own transaction when
@@ -235,7 +228,7 @@ async fn run_claimed(
     match op(&tx).await {
         Ok(reply) => {
             let headers = stored_headers(&reply);
-            idempotency::complete(&tx, k, reply.status.as_u16(), &headers, &reply.body, state.clock.now()).await?;
+            idempotency::complete(&tx, k, reply.status.as_u16(), &headers, &reply.body).await?;
             // Should the commit's answer be lost, the retry finds the stored answer or
             // nothing, exactly as the transaction went: both or neither.
             tx.commit().await?;
@@ -245,8 +238,7 @@ async fn run_claimed(
             tx.rollback().await?;
             let reply = e.into_reply_at(instance);
             let stored = (reply.status.as_u16(), &stored_headers(&reply), reply.body.as_slice());
-            let now = state.clock.now();
-            idempotency::store_failure(&state.pool.get().await?, k, fp, stored, lease(state, now)).await?;
+            idempotency::store_failure(&state.pool.get().await?, k, fp, stored, claim_times(state)).await?;
             Ok(mark_replayed(reply.into_response(), Answer::First))
         }
         Err(e) => Err(e),
@@ -269,13 +261,10 @@ impl<'a> Poll<'a> {
     }
 
     /// Sleeps before the next poll, or answers 409 when the retry may wait no longer
-    /// (or no place to wait is free). `left` is what remains of the original's lease,
-    /// when known, for `Retry-After`.
-    async fn wait(&mut self, left: Option<chrono::Duration>) -> Result<(), ApiError> {
-        let in_progress = || {
-            let ms = left.map_or(1000, |l| l.num_milliseconds().max(0) as u64);
-            ApiError::IdempotencyKeyInProgress { retry_after: ms.div_ceil(1000).max(1) }
-        };
+    /// (or no place to wait is free). The original's end cannot be foreseen: the
+    /// retry is told to come back in a second.
+    async fn wait(&mut self) -> Result<(), ApiError> {
+        let in_progress = || ApiError::IdempotencyKeyInProgress { retry_after: 1 };
         if self.started.elapsed() >= self.state.config.idempotency_wait {
             return Err(in_progress());
         }
