@@ -40,7 +40,7 @@ CREATE TYPE reservation_hold_result AS (
     outcome text, capacity integer, id uuid, resource_id uuid, owner text,
     starts_at timestamptz, ends_at timestamptz, quantity integer, status text, expires_at timestamptz,
     failure_reason text, source text, created_at timestamptz, updated_at timestamptz, metadata jsonb,
-    acted_by text
+    acted_by text, rules_version bigint
 );
 
 -- Declared for the outbox's default; defined in sql/functions/uuidv7.sql.

@@ -62,7 +62,8 @@ CREATE TYPE public.reservation_hold_result AS (
 	created_at timestamp with time zone,
 	updated_at timestamp with time zone,
 	metadata jsonb,
-	acted_by text
+	acted_by text,
+	rules_version bigint
 );
 
 --
@@ -205,8 +206,9 @@ BEGIN
         -- change, the general path); SKIP LOCKED sends a hold that finds one of them
         -- there the capacity-N way. A resource with rules is served only at the rules'
         -- version the caller judged. The TTL and the buffers are read.
-        SELECT resources.hold_ttl_seconds, resources.buffer_before_minutes, resources.buffer_after_minutes
-        INTO ttl, before_minutes, after_minutes FROM resources
+        SELECT resources.hold_ttl_seconds, resources.buffer_before_minutes, resources.buffer_after_minutes,
+               resources.rules_version
+        INTO ttl, before_minutes, after_minutes, o.rules_version FROM resources
         WHERE resources.id = p_resource AND resources.capacity = 1 AND resources.archived_at IS NULL
           AND resources.authority = 'local'
           AND (NOT resources.has_calendar_rules OR resources.rules_version = p_rules_version)
@@ -267,7 +269,7 @@ BEGIN
         -- resource this path serves (local, no calendar rules, not archived).
         SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
-               resources.authority
+               resources.authority, resources.rules_version
         INTO res FROM resources
         WHERE resources.id = p_resource AND resources.archived_at IS NULL AND resources.authority = 'local'
           AND NOT resources.has_calendar_rules
@@ -278,12 +280,13 @@ BEGIN
             -- claims already take the range, so a burst's losers do not queue on it.
             SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                    resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
-                   resources.authority
+                   resources.authority, resources.rules_version
             INTO res FROM resources WHERE resources.id = p_resource;
             IF NOT FOUND THEN
                 o.outcome := 'not_found';
                 EXIT hold;
             END IF;
+            o.rules_version := res.rules_version;
             IF res.archived_at IS NOT NULL THEN
                 o.outcome := 'archived';
                 EXIT hold;
@@ -308,8 +311,9 @@ BEGIN
             END IF;
             SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                    resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
-                   resources.authority
+                   resources.authority, resources.rules_version
             INTO res FROM resources WHERE resources.id = p_resource FOR NO KEY UPDATE;
+            o.rules_version := res.rules_version;
             -- What the look saw may have changed before the lock was granted.
             IF res.archived_at IS NOT NULL THEN
                 o.outcome := 'archived';
@@ -320,6 +324,7 @@ BEGIN
                 EXIT hold;
             END IF;
         END IF;
+        o.rules_version := res.rules_version;
         o.capacity := res.capacity;
         IF p_quantity > res.capacity THEN
             o.outcome := 'too_many';

@@ -11,7 +11,9 @@
 -- capacity-1 resource with rules is served here only when its row, locked shared,
 -- still has that version (every change of the rules bumps it, under the row's
 -- exclusive lock): the rules judged are the rules in force until this commits. Its
--- buffers are the exclusion constraint's, on the kept range written here.
+-- buffers are the exclusion constraint's, on the kept range written here. A `general`
+-- outcome carries the `rules_version` of the row it read (none when it read none), so
+-- that the caller knows whether the rules it judged by are still current.
 --
 -- With an Idempotency-Key (`p_key` and the arguments after it), the key is claimed
 -- first and its answer settled last, around the same body, in the same statement: one
@@ -100,8 +102,9 @@ BEGIN
         -- change, the general path); SKIP LOCKED sends a hold that finds one of them
         -- there the capacity-N way. A resource with rules is served only at the rules'
         -- version the caller judged. The TTL and the buffers are read.
-        SELECT resources.hold_ttl_seconds, resources.buffer_before_minutes, resources.buffer_after_minutes
-        INTO ttl, before_minutes, after_minutes FROM resources
+        SELECT resources.hold_ttl_seconds, resources.buffer_before_minutes, resources.buffer_after_minutes,
+               resources.rules_version
+        INTO ttl, before_minutes, after_minutes, o.rules_version FROM resources
         WHERE resources.id = p_resource AND resources.capacity = 1 AND resources.archived_at IS NULL
           AND resources.authority = 'local'
           AND (NOT resources.has_calendar_rules OR resources.rules_version = p_rules_version)
@@ -162,7 +165,7 @@ BEGIN
         -- resource this path serves (local, no calendar rules, not archived).
         SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
-               resources.authority
+               resources.authority, resources.rules_version
         INTO res FROM resources
         WHERE resources.id = p_resource AND resources.archived_at IS NULL AND resources.authority = 'local'
           AND NOT resources.has_calendar_rules
@@ -173,12 +176,13 @@ BEGIN
             -- claims already take the range, so a burst's losers do not queue on it.
             SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                    resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
-                   resources.authority
+                   resources.authority, resources.rules_version
             INTO res FROM resources WHERE resources.id = p_resource;
             IF NOT FOUND THEN
                 o.outcome := 'not_found';
                 EXIT hold;
             END IF;
+            o.rules_version := res.rules_version;
             IF res.archived_at IS NOT NULL THEN
                 o.outcome := 'archived';
                 EXIT hold;
@@ -203,8 +207,9 @@ BEGIN
             END IF;
             SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                    resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
-                   resources.authority
+                   resources.authority, resources.rules_version
             INTO res FROM resources WHERE resources.id = p_resource FOR NO KEY UPDATE;
+            o.rules_version := res.rules_version;
             -- What the look saw may have changed before the lock was granted.
             IF res.archived_at IS NOT NULL THEN
                 o.outcome := 'archived';
@@ -215,6 +220,7 @@ BEGIN
                 EXIT hold;
             END IF;
         END IF;
+        o.rules_version := res.rules_version;
         o.capacity := res.capacity;
         IF p_quantity > res.capacity THEN
             o.outcome := 'too_many';

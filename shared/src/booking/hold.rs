@@ -136,6 +136,7 @@ async fn one_statement(
 ) -> Result<Attempt, BookingError> {
     let known = calendar::KNOWN.of(c, req.resource_id).await?;
     let with_rules = known.as_ref().is_some_and(|k| k.rules.any());
+    let known_version = known.as_ref().map(|k| k.version);
     if let Some(known) = known.as_ref().filter(|_| with_rules)
         && known.rules.judge(req.start, req.end, now, Judge::Everything).is_err()
     {
@@ -153,16 +154,19 @@ async fn one_statement(
         confirmation: req.confirmation,
         metadata: &req.metadata,
         now,
-        rules_version: known.map(|k| k.version),
+        rules_version: known_version,
     };
     let held = match key {
         Some(key) => hold::hold_keyed(c, &new, key).await?,
         None => hold::hold(c, &new).await?,
     };
     match held {
-        // The rules may be what changed: read them again for the next hold.
-        Hold::GeneralPath => {
-            calendar::KNOWN.forget(req.resource_id);
+        Hold::GeneralPath { rules_version } => {
+            // Rules changed since they were read (or not known to be unchanged): read
+            // them again for the next hold.
+            if rules_version.is_none() || rules_version != known_version {
+                calendar::KNOWN.forget(req.resource_id);
+            }
             Ok(Attempt::GeneralPath)
         }
         Hold::KeyTaken => Ok(Attempt::GeneralPath),

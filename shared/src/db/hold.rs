@@ -31,14 +31,15 @@ statements![HOLD, HOLD_KEYED, PRECHECK, RULES];
 /// the `outcome` (`reserved` with the row, `unavailable`, `not_found`, `archived`,
 /// `too_many` with the `capacity`, or `general` when the general path must decide:
 /// upstream resources, calendar rules not proved current, capacity N with calendar
-/// rules, a range refused for kept buffers, lapsed holds for the waitlist).
+/// rules, a range refused for kept buffers, lapsed holds for the waitlist; with the
+/// `rules_version` of the row it read, if it read it).
 ///
 /// Parameters: `$1` id, `$2` resource, `$3` owner, `$4` start, `$5` end, `$6` quantity,
 /// `$7` confirm, `$8` now, `$9` metadata, `$10` the id of its event in the outbox (made
 /// here, as the reservation's is), `$11` the version of the calendar rules the range
 /// was judged by (a capacity-1 resource with rules is served only at that version).
 pub const HOLD: &str = concat!(
-    "SELECT outcome, capacity, ",
+    "SELECT outcome, capacity, rules_version, ",
     columns!(),
     " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, p_rules_version => $11)"
 );
@@ -54,7 +55,7 @@ pub const HOLD: &str = concat!(
 /// `$18`-`$20` the refusal's stored answer (status, headers, body), `$21` the rules'
 /// version ([`HOLD`]'s `$11`).
 pub const HOLD_KEYED: &str = concat!(
-    "SELECT outcome, capacity, ",
+    "SELECT outcome, capacity, rules_version, ",
     columns!(),
     " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
      $20, p_rules_version => $21)"
@@ -88,8 +89,11 @@ pub enum Hold {
         capacity: i32,
     },
     Archived,
-    /// Nothing was done: the general path must decide, in a transaction.
-    GeneralPath,
+    /// Nothing was done: the general path must decide, in a transaction. The version
+    /// of the resource's calendar rules the statement read, when it read the row.
+    GeneralPath {
+        rules_version: Option<i64>,
+    },
     /// The request's key is taken, by a committed answer or a concurrent original
     /// (keyed holds only): nothing was done; the idempotency guard decides.
     KeyTaken,
@@ -188,7 +192,7 @@ fn hold_of(row: &Row) -> Result<Hold, DbError> {
         "unavailable" => Hold::Unavailable,
         "not_found" => Hold::NotFound,
         "too_many" => Hold::TooMany { capacity: row.try_get("capacity")? },
-        "general" => Hold::GeneralPath,
+        "general" => Hold::GeneralPath { rules_version: row.try_get("rules_version")? },
         "archived" => Hold::Archived,
         "key_taken" => Hold::KeyTaken,
         other => return Err(DbError::Corrupt(format!("hold outcome {other}"))),

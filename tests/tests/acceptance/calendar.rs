@@ -591,7 +591,7 @@ async fn the_one_statement_hold_serves_a_single_unit_with_rules_only_at_the_vers
     let range = ("2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z");
     for version in [None, Some(1)] {
         let held = hold::hold(&db, &hold_at(range.0, range.1, version)).await.unwrap();
-        assert!(matches!(held, Hold::GeneralPath), "version {version:?}: {held:?}");
+        assert!(matches!(held, Hold::GeneralPath { rules_version: Some(0) }), "version {version:?}: {held:?}");
     }
     let held = hold::hold(&db, &hold_at(range.0, range.1, Some(0))).await.unwrap();
     assert!(matches!(held, Hold::Reserved(_)), "{held:?}");
@@ -601,5 +601,5 @@ async fn the_one_statement_hold_serves_a_single_unit_with_rules_only_at_the_vers
     let taken = hold::hold(&db, &hold_at("2027-01-05T10:30:00Z", "2027-01-05T11:30:00Z", Some(0))).await.unwrap();
     assert!(matches!(taken, Hold::Unavailable), "{taken:?}");
     let buffer = hold::hold(&db, &hold_at("2027-01-05T11:20:00Z", "2027-01-05T12:00:00Z", Some(0))).await.unwrap();
-    assert!(matches!(buffer, Hold::GeneralPath), "{buffer:?}");
+    assert!(matches!(buffer, Hold::GeneralPath { rules_version: Some(0) }), "{buffer:?}");
 }
