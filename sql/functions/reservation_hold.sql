@@ -33,12 +33,10 @@ CREATE OR REPLACE FUNCTION reservation_hold(
 DECLARE
     -- The row returned.
     o reservation_hold_result;
-    -- The capacity-N path's seven columns of the resource; the capacity-1 path's TTL
-    -- and buffers, and the range the new booking keeps.
+    -- The capacity-N path's eight columns of the resource; the capacity-1 path's TTL
+    -- and the range the new booking keeps.
     res record;
     ttl integer;
-    before_minutes integer;
-    after_minutes integer;
     kept tstzrange;
     taken boolean;
     look record;
@@ -101,10 +99,13 @@ BEGIN
         -- takes the row exclusively (a hand-over, a reschedule, a capacity or rules
         -- change, the general path); SKIP LOCKED sends a hold that finds one of them
         -- there the capacity-N way. A resource with rules is served only at the rules'
-        -- version the caller judged. The TTL and the buffers are read.
-        SELECT resources.hold_ttl_seconds, resources.buffer_before_minutes, resources.buffer_after_minutes,
-               resources.rules_version
-        INTO ttl, before_minutes, after_minutes, o.rules_version FROM resources
+        -- version the caller judged. The TTL is read, and the range the booking keeps
+        -- (`buffered`) computed as the trigger would, from the row locked here.
+        SELECT resources.hold_ttl_seconds,
+               CASE WHEN resources.buffer_before_minutes = 0 AND resources.buffer_after_minutes = 0 THEN range
+                    ELSE tstzrange(p_start - make_interval(mins => resources.buffer_before_minutes),
+                                   p_end + make_interval(mins => resources.buffer_after_minutes), '[)') END
+        INTO ttl, kept FROM resources
         WHERE resources.id = p_resource AND resources.capacity = 1 AND resources.archived_at IS NULL
           AND resources.authority = 'local'
           AND (NOT resources.has_calendar_rules OR resources.rules_version = p_rules_version)
@@ -115,10 +116,6 @@ BEGIN
                 o.outcome := 'too_many';
                 EXIT hold;
             END IF;
-            -- `buffered` as the trigger would compute it, from the row locked here.
-            kept := CASE WHEN before_minutes = 0 AND after_minutes = 0 THEN range
-                         ELSE tstzrange(p_start - make_interval(mins => before_minutes),
-                                        p_end + make_interval(mins => after_minutes), '[)') END;
             INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity,
                                            status, expires_at, failure_reason, source, created_at, updated_at, metadata,
                                            acted_by, buffered)
@@ -131,20 +128,35 @@ BEGIN
             INTO o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status, o.expires_at,
                  o.failure_reason, o.source, o.created_at, o.updated_at, o.metadata, o.acted_by;
             IF NOT FOUND THEN
-                -- A live claim on the period itself is a taken range. The general path
-                -- judges the two refusals the constraint cannot tell apart from one: a
-                -- lapsed hold in the way (its capacity goes to the waitlist first), and
-                -- only kept buffers in the way (refused as outside the calendar rules).
-                SELECT coalesce(bool_or(r.status = 'HELD' AND r.expires_at <= p_now), false),
-                       coalesce(bool_or(r.period && range AND NOT (r.status = 'HELD' AND r.expires_at <= p_now)),
-                                false)
-                INTO any_lapsed, taken
-                FROM reservations r
-                WHERE r.resource_id = p_resource AND r.resource_capacity = 1
-                  AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.buffered && kept;
-                IF any_lapsed OR NOT taken THEN
-                    o.outcome := 'general';
-                    EXIT hold;
+                -- The general path judges the refusals the constraint cannot tell apart
+                -- from a taken range: a lapsed hold in the way (its capacity goes to the
+                -- waitlist first), and kept buffers in the way (refused as outside the
+                -- calendar rules) where no live claim takes the period itself. The rules
+                -- read are at the version passed (or there are none).
+                o.rules_version := p_rules_version;
+                IF kept = range THEN
+                    -- No buffers of its own: only another booking's kept buffers can be
+                    -- in the way without taking the period.
+                    IF EXISTS (
+                        SELECT 1 FROM reservations r
+                        WHERE r.resource_id = p_resource AND r.resource_capacity = 1
+                          AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.buffered && range
+                          AND ((r.status = 'HELD' AND r.expires_at <= p_now) OR r.buffered <> r.period)) THEN
+                        o.outcome := 'general';
+                        EXIT hold;
+                    END IF;
+                ELSE
+                    SELECT coalesce(bool_or(r.status = 'HELD' AND r.expires_at <= p_now), false),
+                           coalesce(bool_or(r.period && range AND NOT (r.status = 'HELD' AND r.expires_at <= p_now)),
+                                    false)
+                    INTO any_lapsed, taken
+                    FROM reservations r
+                    WHERE r.resource_id = p_resource AND r.resource_capacity = 1
+                      AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.buffered && kept;
+                    IF any_lapsed OR NOT taken THEN
+                        o.outcome := 'general';
+                        EXIT hold;
+                    END IF;
                 END IF;
                 -- Lost. A crash that lost this commit would lose only a refusal: no
                 -- need to wait for the disk.
