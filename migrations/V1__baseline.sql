@@ -40,7 +40,7 @@ CREATE TYPE reservation_hold_result AS (
     outcome text, capacity integer, id uuid, resource_id uuid, owner text,
     starts_at timestamptz, ends_at timestamptz, quantity integer, status text, expires_at timestamptz,
     failure_reason text, source text, created_at timestamptz, updated_at timestamptz, metadata jsonb,
-    acted_by text
+    acted_by text, rules_version bigint
 );
 
 -- Declared for the outbox's default; defined in sql/functions/uuidv7.sql.
@@ -66,8 +66,9 @@ CREATE TABLE resources (
     -- An object of string values, checked in the application (sizes) and here (shape).
     metadata              jsonb       NOT NULL DEFAULT '{}',
     updated_at            timestamptz NOT NULL,
-    -- The calendar rules, judged by the application under the resource lock
-    -- (shared/src/domain/calendar.rs); here only their shapes and ranges. time_zone
+    -- The calendar rules, judged by the application (shared/src/domain/calendar/)
+    -- under the resource lock, or before a hold's statement and proved unchanged
+    -- under the lock by rules_version; here only their shapes and ranges. time_zone
     -- is an IANA name, checked against the tz database the service compiles in
     -- (PostgreSQL's own copy may differ in version, so it is not asked). schedule:
     -- NULL is always open, else {"weekly": {...}, "exceptions": [...]}.
@@ -78,8 +79,11 @@ CREATE TABLE resources (
     min_notice_minutes    integer     NOT NULL DEFAULT 0,
     max_advance_days      integer,
     slot_minutes          integer,
-    -- Whether any rule constrains a booking (the time zone alone does not): such a
-    -- resource takes the general path, where the rules are read under the lock.
+    -- Bumped by every change of the rules above (the trigger resources_rules_version):
+    -- a hold judged by rules read earlier proves them unchanged by this number under
+    -- the resource's lock.
+    rules_version         bigint      NOT NULL DEFAULT 0,
+    -- Whether any rule constrains a booking (the time zone alone does not).
     has_calendar_rules    boolean     GENERATED ALWAYS AS (
         schedule IS NOT NULL OR buffer_before_minutes > 0 OR buffer_after_minutes > 0 OR min_notice_minutes > 0
         OR max_advance_days IS NOT NULL OR slot_minutes IS NOT NULL) STORED,

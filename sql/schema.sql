@@ -62,7 +62,8 @@ CREATE TYPE public.reservation_hold_result AS (
 	created_at timestamp with time zone,
 	updated_at timestamp with time zone,
 	metadata jsonb,
-	acted_by text
+	acted_by text,
+	rules_version bigint
 );
 
 --
@@ -121,19 +122,22 @@ CREATE FUNCTION public.reservation_event(p_id uuid, p_resource_id uuid, p_owner 
 $$;
 
 --
--- Name: reservation_hold(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, boolean, timestamp with time zone, jsonb, uuid, text, text, text, text, bytea, timestamp with time zone, text, smallint, jsonb, bytea); Type: FUNCTION; Schema: public; Owner: -
+-- Name: reservation_hold(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, boolean, timestamp with time zone, jsonb, uuid, text, text, text, text, bytea, timestamp with time zone, text, smallint, jsonb, bytea, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.reservation_hold(p_id uuid, p_resource uuid, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_confirm boolean, p_now timestamp with time zone, p_metadata jsonb, p_event_id uuid, p_principal text DEFAULT NULL::text, p_method text DEFAULT NULL::text, p_route text DEFAULT NULL::text, p_key text DEFAULT NULL::text, p_fingerprint bytea DEFAULT NULL::bytea, p_retain_until timestamp with time zone DEFAULT NULL::timestamp with time zone, p_wait text DEFAULT NULL::text, p_refused_status smallint DEFAULT NULL::smallint, p_refused_headers jsonb DEFAULT NULL::jsonb, p_refused_body bytea DEFAULT NULL::bytea) RETURNS SETOF public.reservation_hold_result
+CREATE FUNCTION public.reservation_hold(p_id uuid, p_resource uuid, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_confirm boolean, p_now timestamp with time zone, p_metadata jsonb, p_event_id uuid, p_principal text DEFAULT NULL::text, p_method text DEFAULT NULL::text, p_route text DEFAULT NULL::text, p_key text DEFAULT NULL::text, p_fingerprint bytea DEFAULT NULL::bytea, p_retain_until timestamp with time zone DEFAULT NULL::timestamp with time zone, p_wait text DEFAULT NULL::text, p_refused_status smallint DEFAULT NULL::smallint, p_refused_headers jsonb DEFAULT NULL::jsonb, p_refused_body bytea DEFAULT NULL::bytea, p_rules_version bigint DEFAULT NULL::bigint) RETURNS SETOF public.reservation_hold_result
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
 DECLARE
     -- The row returned.
     o reservation_hold_result;
-    -- The capacity-N path's seven columns of the resource; the capacity-1 path's TTL.
+    -- The capacity-N path's eight columns of the resource; the capacity-1 path's TTL
+    -- and the range the new booking keeps.
     res record;
     ttl integer;
+    kept tstzrange;
+    taken boolean;
     look record;
     range tstzrange := tstzrange(p_start, p_end, '[)');
     live_claims bigint;
@@ -187,10 +191,17 @@ BEGIN
         -- never deadlocks with it). The shared lock still excludes every path that
         -- takes the row exclusively (a hand-over, a reschedule, a capacity or rules
         -- change, the general path); SKIP LOCKED sends a hold that finds one of them
-        -- there the capacity-N way. Only the TTL is read.
-        SELECT resources.hold_ttl_seconds INTO ttl FROM resources
+        -- there the capacity-N way. A resource with rules is served only at the rules'
+        -- version the caller judged. The TTL is read, and the range the booking keeps
+        -- (`buffered`) computed as the trigger would, from the row locked here.
+        SELECT resources.hold_ttl_seconds,
+               CASE WHEN resources.buffer_before_minutes = 0 AND resources.buffer_after_minutes = 0 THEN range
+                    ELSE tstzrange(p_start - make_interval(mins => resources.buffer_before_minutes),
+                                   p_end + make_interval(mins => resources.buffer_after_minutes), '[)') END
+        INTO ttl, kept FROM resources
         WHERE resources.id = p_resource AND resources.capacity = 1 AND resources.archived_at IS NULL
-          AND resources.authority = 'local' AND NOT resources.has_calendar_rules
+          AND resources.authority = 'local'
+          AND (NOT resources.has_calendar_rules OR resources.rules_version = p_rules_version)
         FOR SHARE SKIP LOCKED;
         IF FOUND THEN
             o.capacity := 1;
@@ -198,30 +209,47 @@ BEGIN
                 o.outcome := 'too_many';
                 EXIT hold;
             END IF;
-            -- No rules, so no buffers: `buffered` is the period itself.
             INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity,
                                            status, expires_at, failure_reason, source, created_at, updated_at, metadata,
                                            acted_by, buffered)
             VALUES (p_id, p_resource, 1, p_owner, p_start, p_end, p_quantity, new_status,
                     CASE WHEN p_confirm THEN NULL ELSE p_now + make_interval(secs => ttl) END, NULL,
-                    'request', p_now, p_now, p_metadata, p_owner, range)
+                    'request', p_now, p_now, p_metadata, p_owner, kept)
             ON CONFLICT ON CONSTRAINT reservations_single_unit_buffers_apart DO NOTHING
             RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
                       r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by
             INTO o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status, o.expires_at,
                  o.failure_reason, o.source, o.created_at, o.updated_at, o.metadata, o.acted_by;
             IF NOT FOUND THEN
-                -- The general path judges two refusals the constraint cannot tell apart
+                -- The general path judges the refusals the constraint cannot tell apart
                 -- from a taken range: a lapsed hold in the way (its capacity goes to the
-                -- waitlist first) and a booking's kept buffers (refused as outside the
-                -- calendar rules).
-                IF EXISTS (
-                    SELECT 1 FROM reservations r
+                -- waitlist first), and kept buffers in the way (refused as outside the
+                -- calendar rules) where no live claim takes the period itself. The rules
+                -- read are at the version passed (or there are none).
+                o.rules_version := p_rules_version;
+                IF kept = range THEN
+                    -- No buffers of its own: only another booking's kept buffers can be
+                    -- in the way without taking the period.
+                    IF EXISTS (
+                        SELECT 1 FROM reservations r
+                        WHERE r.resource_id = p_resource AND r.resource_capacity = 1
+                          AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.buffered && range
+                          AND ((r.status = 'HELD' AND r.expires_at <= p_now) OR r.buffered <> r.period)) THEN
+                        o.outcome := 'general';
+                        EXIT hold;
+                    END IF;
+                ELSE
+                    SELECT coalesce(bool_or(r.status = 'HELD' AND r.expires_at <= p_now), false),
+                           coalesce(bool_or(r.period && range AND NOT (r.status = 'HELD' AND r.expires_at <= p_now)),
+                                    false)
+                    INTO any_lapsed, taken
+                    FROM reservations r
                     WHERE r.resource_id = p_resource AND r.resource_capacity = 1
-                      AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.buffered && range
-                      AND ((r.status = 'HELD' AND r.expires_at <= p_now) OR r.buffered <> r.period)) THEN
-                    o.outcome := 'general';
-                    EXIT hold;
+                      AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.buffered && kept;
+                    IF any_lapsed OR NOT taken THEN
+                        o.outcome := 'general';
+                        EXIT hold;
+                    END IF;
                 END IF;
                 -- Lost. A crash that lost this commit would lose only a refusal: no
                 -- need to wait for the disk.
@@ -242,7 +270,7 @@ BEGIN
         -- resource this path serves (local, no calendar rules, not archived).
         SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
-               resources.authority
+               resources.authority, resources.rules_version
         INTO res FROM resources
         WHERE resources.id = p_resource AND resources.archived_at IS NULL AND resources.authority = 'local'
           AND NOT resources.has_calendar_rules
@@ -253,12 +281,13 @@ BEGIN
             -- claims already take the range, so a burst's losers do not queue on it.
             SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                    resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
-                   resources.authority
+                   resources.authority, resources.rules_version
             INTO res FROM resources WHERE resources.id = p_resource;
             IF NOT FOUND THEN
                 o.outcome := 'not_found';
                 EXIT hold;
             END IF;
+            o.rules_version := res.rules_version;
             IF res.archived_at IS NOT NULL THEN
                 o.outcome := 'archived';
                 EXIT hold;
@@ -283,8 +312,9 @@ BEGIN
             END IF;
             SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                    resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
-                   resources.authority
+                   resources.authority, resources.rules_version
             INTO res FROM resources WHERE resources.id = p_resource FOR NO KEY UPDATE;
+            o.rules_version := res.rules_version;
             -- What the look saw may have changed before the lock was granted.
             IF res.archived_at IS NOT NULL THEN
                 o.outcome := 'archived';
@@ -295,6 +325,7 @@ BEGIN
                 EXIT hold;
             END IF;
         END IF;
+        o.rules_version := res.rules_version;
         o.capacity := res.capacity;
         IF p_quantity > res.capacity THEN
             o.outcome := 'too_many';
@@ -621,6 +652,19 @@ END
 $$;
 
 --
+-- Name: resources_rules_version(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resources_rules_version() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    NEW.rules_version := OLD.rules_version + 1;
+    RETURN NEW;
+END
+$$;
+
+--
 -- Name: uuidv7(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -780,6 +824,7 @@ CREATE TABLE public.resources (
     min_notice_minutes integer DEFAULT 0 NOT NULL,
     max_advance_days integer,
     slot_minutes integer,
+    rules_version bigint DEFAULT 0 NOT NULL,
     has_calendar_rules boolean GENERATED ALWAYS AS (((schedule IS NOT NULL) OR (buffer_before_minutes > 0) OR (buffer_after_minutes > 0) OR (min_notice_minutes > 0) OR (max_advance_days IS NOT NULL) OR (slot_minutes IS NOT NULL))) STORED,
     CONSTRAINT resources_authority_known CHECK ((authority = ANY (ARRAY['local'::text, 'upstream'::text]))),
     CONSTRAINT resources_buffers_range CHECK ((((buffer_before_minutes >= 0) AND (buffer_before_minutes <= 1440)) AND ((buffer_after_minutes >= 0) AND (buffer_after_minutes <= 1440)))),
@@ -1192,6 +1237,12 @@ CREATE TRIGGER reservations_buffered_insert BEFORE INSERT ON public.reservations
 --
 
 CREATE TRIGGER reservations_buffered_move BEFORE UPDATE OF starts_at, ends_at, buffered ON public.reservations FOR EACH ROW EXECUTE FUNCTION public.reservations_set_buffered();
+
+--
+-- Name: resources resources_rules_version; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER resources_rules_version BEFORE UPDATE OF time_zone, schedule, buffer_before_minutes, buffer_after_minutes, min_notice_minutes, max_advance_days, slot_minutes ON public.resources FOR EACH ROW WHEN ((((((((old.time_zone IS DISTINCT FROM new.time_zone) OR (old.schedule IS DISTINCT FROM new.schedule)) OR (old.buffer_before_minutes IS DISTINCT FROM new.buffer_before_minutes)) OR (old.buffer_after_minutes IS DISTINCT FROM new.buffer_after_minutes)) OR (old.min_notice_minutes IS DISTINCT FROM new.min_notice_minutes)) OR (old.max_advance_days IS DISTINCT FROM new.max_advance_days)) OR (old.slot_minutes IS DISTINCT FROM new.slot_minutes))) EXECUTE FUNCTION public.resources_rules_version();
 
 --
 -- Name: approvals approvals_reservation_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -1,6 +1,7 @@
 //! The check after each phase of the core bench: no resource holds more than its
-//! capacity at any instant. A fast answer is worth nothing if it double-booked, so the
-//! table itself is read, not the answers.
+//! capacity at any instant, and no booking lies outside its resource's opening hours.
+//! A fast answer is worth nothing if it double-booked, so the table itself is read,
+//! not the answers.
 //!
 //! The load is computed here on its own, in one query over every resource, and not by
 //! the service's `reservation_load`: the function under test does not judge itself.
@@ -29,17 +30,41 @@ const OVER_CAPACITY: &str = r#"
     GROUP BY res.id, res.capacity
     HAVING max(running.load) > res.capacity"#;
 
+/// The active bookings of resources with a schedule that lie outside one opening range
+/// of the local day they start on (the exception's hours on a date that has one, else
+/// the weekday's), read in PostgreSQL's own time zone database. A booking that crosses
+/// local midnight counts as outside: the bench makes none.
+const OUTSIDE_HOURS: &str = r#"
+    SELECT count(*)
+    FROM reservations b
+    JOIN resources res ON res.id = b.resource_id
+    CROSS JOIN LATERAL (SELECT b.starts_at AT TIME ZONE res.time_zone AS start_local,
+                               b.ends_at AT TIME ZONE res.time_zone AS end_local) l
+    WHERE res.schedule IS NOT NULL AND b.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+      AND NOT EXISTS (
+          SELECT 1
+          FROM jsonb_array_elements(coalesce(
+                   (SELECT e -> 'hours' FROM jsonb_array_elements(res.schedule -> 'exceptions') e
+                    WHERE e ->> 'date' = to_char(l.start_local, 'YYYY-MM-DD')),
+                   res.schedule -> 'weekly'
+                       -> (ARRAY['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'])[extract(isodow FROM l.start_local)::int],
+                   '[]')) h
+          WHERE l.start_local >= date_trunc('day', l.start_local) + (h ->> 0)::interval
+            AND l.end_local <= date_trunc('day', l.start_local) + (h ->> 1)::interval)"#;
+
 pub struct Check {
     /// Active claims read, over how many resources.
     pub claims: i64,
     pub resources: i64,
     /// Each resource over its capacity: (id, capacity, peak).
     pub over: Vec<(String, i32, i64)>,
+    /// Active bookings outside their resource's opening hours.
+    pub outside_hours: i64,
 }
 
 impl Check {
     pub fn is_correct(&self) -> bool {
-        self.over.is_empty()
+        self.over.is_empty() && self.outside_hours == 0
     }
 }
 
@@ -52,5 +77,6 @@ pub async fn check(db: &Client) -> Result<Check, BoxError> {
             &[],
         )
         .await?;
-    Ok(Check { claims: counts.get(0), resources: counts.get(1), over })
+    let outside_hours = db.query_one(OUTSIDE_HOURS, &[]).await?.get(0);
+    Ok(Check { claims: counts.get(0), resources: counts.get(1), over, outside_hours })
 }

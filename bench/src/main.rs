@@ -23,6 +23,12 @@
 //!   at the same concurrency. The target is (d) >= 60% of (e). Beside it, with no
 //!   target, **(d1)**: the same on one resource of capacity 1, whose holds share the
 //!   lock and are judged by the exclusion constraint, so they do not queue.
+//! - **(br), (b2r), (d1r)**: (b), (b2) and (d1) again, each right after its plain run,
+//!   on resources with calendar rules (Europe/Berlin, a weekly schedule open all day,
+//!   a 5-minute grid, a minute's notice, a year's advance, a 5-minute buffer after
+//!   each booking on every other resource and on the one of (d1r); see
+//!   `throughput::Rules`). The targets: each at least 80 % of its plain run's rate,
+//!   and the database CPU per hold at most 1.3x the plain hold's, in (b) and (d1).
 //! - The database CPU per hold, read from `/proc` for the bench database's backends,
 //!   against a baseline transaction's: the target is at most 2.5x. Beside it, with no
 //!   target, the whole machine's busy CPU per hold against per baseline transaction.
@@ -31,8 +37,9 @@
 //!   (see `throughput::drive`).
 //!
 //! The bench exits non-zero only when the service is *wrong*: a round without exactly
-//! one winner, a 5xx, a request without an answer, a failed hold of a free slot, or a
-//! resource over its capacity (read from the table after every phase that holds). A
+//! one winner, a 5xx, a request without an answer, a failed hold of a free slot, a
+//! resource over its capacity or a booking outside its resource's opening hours (read
+//! from the table after every phase that holds). A
 //! missed speed target is printed as MISS and is not a failure.
 //!
 //! ```text
@@ -48,7 +55,7 @@
 
 use bench::setup::{self, BoxError, Server, env_number};
 use bench::stats::{Outcome, ms};
-use bench::throughput::{self, HoldMix, Phases};
+use bench::throughput::{self, HoldMix, Phases, Rules};
 use bench::{burst, capacity, cpu};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -57,6 +64,8 @@ const BURST_P95_TARGET: Duration = Duration::from_millis(50);
 const THROUGHPUT_SHARE_TARGET: f64 = 50.0;
 const SERIALIZED_SHARE_TARGET: f64 = 60.0;
 const DB_CPU_RATIO_TARGET: f64 = 2.5;
+const RULES_SHARE_TARGET: f64 = 80.0;
+const RULES_DB_CPU_RATIO_TARGET: f64 = 1.3;
 
 /// Everything a run depends on, printed at the start so a number is never read
 /// without the conditions it was taken under.
@@ -186,14 +195,22 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
         p.concurrency,
         p.phases.measure.as_secs_f64()
     );
-    let spread = HoldMix { resources: p.resources, capacity: 1, keyed: false };
+    let spread = HoldMix { resources: p.resources, capacity: 1, keyed: false, rules: Rules::Plain };
     let holds = throughput::http_holds(&server, spread, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&holds, "holds/s", Outcome::Status(201));
     print_cpu(&holds, "hold", "the bench process (client and server)");
     correct &= print_capacity(&db).await?;
 
     println!();
-    println!("(b2) the same with an Idempotency-Key on every request");
+    println!("(br) the same on resources with calendar rules");
+    let rules_mix = HoldMix { rules: Rules::Calendar, ..spread };
+    let rules = throughput::http_holds(&server, rules_mix, p.concurrency, p.phases, probe).await?;
+    correct &= print_throughput(&rules, "holds/s", Outcome::Status(201));
+    print_cpu(&rules, "hold", "the bench process (client and server)");
+    correct &= print_capacity(&db).await?;
+
+    println!();
+    println!("(b2) the same as (b) with an Idempotency-Key on every request");
     let keyed_mix = HoldMix { keyed: true, ..spread };
     let keyed = throughput::http_holds(&server, keyed_mix, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&keyed, "keyed holds/s", Outcome::Status(201));
@@ -201,8 +218,16 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     correct &= print_capacity(&db).await?;
 
     println!();
+    println!("(b2r) the same on resources with calendar rules");
+    let keyed_rules_mix = HoldMix { rules: Rules::Calendar, ..keyed_mix };
+    let keyed_rules = throughput::http_holds(&server, keyed_rules_mix, p.concurrency, p.phases, probe).await?;
+    correct &= print_throughput(&keyed_rules, "keyed holds/s", Outcome::Status(201));
+    print_cpu(&keyed_rules, "hold", "the bench process (client and server)");
+    correct &= print_capacity(&db).await?;
+
+    println!();
     println!("(d) holds of one resource of capacity 2, each on a free slot: every request queues on its lock");
-    let one = HoldMix { resources: 1, capacity: 2, keyed: false };
+    let one = HoldMix { resources: 1, capacity: 2, keyed: false, rules: Rules::Plain };
     let serialized = throughput::http_holds(&server, one, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&serialized, "holds/s", Outcome::Status(201));
     print_cpu(&serialized, "hold", "the bench process (client and server)");
@@ -214,6 +239,14 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     let side_by_side = throughput::http_holds(&server, single, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&side_by_side, "holds/s", Outcome::Status(201));
     print_cpu(&side_by_side, "hold", "the bench process (client and server)");
+    correct &= print_capacity(&db).await?;
+
+    println!();
+    println!("(d1r) the same on one capacity-1 resource with calendar rules and a buffer");
+    let single_rules_mix = HoldMix { rules: Rules::Calendar, ..single };
+    let single_rules = throughput::http_holds(&server, single_rules_mix, p.concurrency, p.phases, probe).await?;
+    correct &= print_throughput(&single_rules, "holds/s", Outcome::Status(201));
+    print_cpu(&single_rules, "hold", "the bench process (client and server)");
     correct &= print_capacity(&db).await?;
     drop(server);
 
@@ -241,6 +274,9 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
             keyed: &keyed,
             serialized: &serialized,
             side_by_side: &side_by_side,
+            rules: &rules,
+            keyed_rules: &keyed_rules,
+            single_rules: &single_rules,
             baseline_before: &baseline_before,
             baseline: &baseline,
             locked: &locked,
@@ -265,13 +301,17 @@ async fn apply_database_settings(db: &tokio_postgres::Client, settings: &[(Strin
 async fn print_capacity(db: &tokio_postgres::Client) -> Result<bool, BoxError> {
     let check = capacity::check(db).await?;
     println!(
-        "  capacity: {} active claims on {} resources, {} over capacity",
+        "  capacity: {} active claims on {} resources, {} over capacity, {} outside the opening hours",
         check.claims,
         check.resources,
-        check.over.len()
+        check.over.len(),
+        check.outside_hours
     );
     for (id, capacity, peak) in &check.over {
         println!("FAIL: resource {id} of capacity {capacity} holds {peak} at once");
+    }
+    if check.outside_hours > 0 {
+        println!("FAIL: {} active bookings lie outside their resource's opening hours", check.outside_hours);
     }
     Ok(check.is_correct())
 }
@@ -356,6 +396,9 @@ struct Ratios<'a> {
     keyed: &'a throughput::Report,
     serialized: &'a throughput::Report,
     side_by_side: &'a throughput::Report,
+    rules: &'a throughput::Report,
+    keyed_rules: &'a throughput::Report,
+    single_rules: &'a throughput::Report,
     baseline_before: &'a throughput::Report,
     baseline: &'a throughput::Report,
     locked: &'a throughput::Report,
@@ -417,6 +460,35 @@ fn print_summary(burst: &burst::Report, r: &Ratios<'_>, correct: bool) {
             h_machine * 1e3,
             b_machine * 1e3
         );
+    }
+    for (label, with_rules, plain) in [
+        ("uncontended, rules / plain", r.rules, r.holds),
+        ("keyed uncontended, rules / plain", r.keyed_rules, r.keyed),
+        ("one capacity-1 resource, rules / plain", r.single_rules, r.side_by_side),
+    ] {
+        let pct = share(with_rules, plain);
+        println!(
+            "  target: {label} >= {RULES_SHARE_TARGET:.0} %: {} ({:.1} / {:.1} per second = {pct:.1} %)",
+            verdict(pct >= RULES_SHARE_TARGET),
+            with_rules.per_second(),
+            plain.per_second()
+        );
+    }
+    for (label, with_rules, plain) in
+        [("uncontended", r.rules, r.holds), ("one capacity-1 resource", r.single_rules, r.side_by_side)]
+    {
+        if let (Some(w), Some(p)) = (with_rules.cpu, plain.cpu) {
+            let (w_db, _) = w.per(with_rules.successes);
+            let (p_db, _) = p.per(plain.successes);
+            let ratio = w_db.as_secs_f64() / p_db.as_secs_f64().max(f64::MIN_POSITIVE);
+            println!(
+                "  target: {label}: database CPU per hold with rules <= {RULES_DB_CPU_RATIO_TARGET:.1}x the plain \
+                 hold's: {} ({ratio:.2}x: {:.3} ms / {:.3} ms)",
+                verdict(ratio <= RULES_DB_CPU_RATIO_TARGET),
+                w_db.as_secs_f64() * 1e3,
+                p_db.as_secs_f64() * 1e3
+            );
+        }
     }
     println!(
         "  the baseline within this run: {:.1} per second before the holds, {:.1} after ({:+.1} %); \

@@ -139,12 +139,14 @@ async fn work<W: Worker>(mut worker: W, measure_from: Instant, until: Instant, s
 // ---- (b) holds through HTTP ------------------------------------------------------
 
 /// Hands out (resource, slot) pairs that no two requests share: request `seq` goes to
-/// resource `seq % n`, in slot `seq / n` of five minutes. Neighbouring requests, which
-/// are the ones in flight together, land on different resources, so no request waits
-/// for another's resource lock.
+/// resource `seq % n`, in slot `seq / n` of five minutes, one every `step_minutes` (a
+/// gap after each slot leaves room for a buffer). Neighbouring requests, which are the
+/// ones in flight together, land on different resources, so no request waits for
+/// another's resource lock.
 struct SlotPlan {
     resources: Vec<Uuid>,
     day: DateTime<Utc>,
+    step_minutes: i64,
     next: AtomicU64,
 }
 
@@ -155,7 +157,7 @@ impl SlotPlan {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
         let n = self.resources.len() as u64;
         let resource = self.resources[(seq % n) as usize];
-        let start = self.day + Span::minutes((seq / n) as i64 * Self::SLOT_MINUTES);
+        let start = self.day + Span::minutes((seq / n) as i64 * self.step_minutes);
         let end = start + Span::minutes(Self::SLOT_MINUTES);
         let at = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         json!({"resource_id": resource, "start": at(start), "end": at(end)})
@@ -192,6 +194,53 @@ pub struct HoldMix {
     pub capacity: i32,
     /// Whether each request carries an `Idempotency-Key`.
     pub keyed: bool,
+    pub rules: Rules,
+}
+
+/// The calendar rules of the resources a run holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rules {
+    /// None: no rule is judged.
+    Plain,
+    /// Europe/Berlin, a weekly schedule open every day all day, a 5-minute grid, a
+    /// minute's notice, a year's advance, and on every other resource (the first
+    /// included, so a run of one resource has it) a buffer of 5 minutes after each
+    /// booking: every rule judged, none refusing (the slots are 10 minutes apart).
+    Calendar,
+}
+
+impl Rules {
+    /// The body that creates resource `i` of a run.
+    fn resource(self, i: usize, capacity: i32) -> serde_json::Value {
+        let name = format!("throughput {i}");
+        match self {
+            Rules::Plain => json!({"name": name, "capacity": capacity}),
+            Rules::Calendar => {
+                let weekly: serde_json::Map<String, serde_json::Value> = shared::domain::calendar::DAYS
+                    .iter()
+                    .map(|d| (d.to_string(), json!([["00:00", "24:00"]])))
+                    .collect();
+                json!({
+                    "name": name,
+                    "capacity": capacity,
+                    "time_zone": "Europe/Berlin",
+                    "schedule": {"weekly": weekly, "exceptions": []},
+                    "slot_minutes": 5,
+                    "min_notice_minutes": 1,
+                    "max_advance_days": 365,
+                    "buffer_after_minutes": if i.is_multiple_of(2) { 5 } else { 0 },
+                })
+            }
+        }
+    }
+
+    /// How far apart a resource's slots start: room for the buffer with rules.
+    fn step_minutes(self) -> i64 {
+        match self {
+            Rules::Plain => SlotPlan::SLOT_MINUTES,
+            Rules::Calendar => 2 * SlotPlan::SLOT_MINUTES,
+        }
+    }
 }
 
 /// Makes the resources, then drives `concurrency` workers of holds at them.
@@ -208,10 +257,7 @@ pub async fn http_holds(
     let ids: Vec<Uuid> = futures::stream::iter(0..resources)
         .map(|i| {
             let http = &http;
-            async move {
-                let body = json!({"name": format!("throughput {i}"), "capacity": mix.capacity});
-                setup::create_resource_with(http, server, body).await
-            }
+            async move { setup::create_resource_with(http, server, mix.rules.resource(i, mix.capacity)).await }
         })
         .buffered(concurrency)
         .try_collect()
@@ -220,7 +266,8 @@ pub async fn http_holds(
     // thousand slots per resource would still end within the booking horizon. Each run
     // makes resources of its own, so runs never share a slot either.
     let day = (Utc::now() + Span::days(32)).duration_trunc(Span::days(1)).expect("a day truncates");
-    let plan = Arc::new(SlotPlan { resources: ids, day, next: AtomicU64::new(0) });
+    let plan =
+        Arc::new(SlotPlan { resources: ids, day, step_minutes: mix.rules.step_minutes(), next: AtomicU64::new(0) });
     let url = server.url("/v1/reservations");
     let workers = (0..concurrency)
         .map(|i| HttpHolds {

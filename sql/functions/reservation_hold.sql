@@ -2,9 +2,18 @@
 -- its event in the outbox under `p_event_id` (the server makes the id, as it makes the
 -- reservation's). One row: the `outcome` (`reserved` with the row, `unavailable`,
 -- `not_found`, `archived`, `too_many` with the `capacity`, or `general` when the
--- general path must decide: upstream resources, calendar rules, kept buffers, lapsed
--- holds whose capacity the waitlist is offered first). The caller takes the general
--- path in the same transaction.
+-- general path must decide: upstream resources, calendar rules not proved current,
+-- capacity N with calendar rules, a range refused for kept buffers, lapsed holds
+-- whose capacity the waitlist is offered first). The caller takes the general path.
+--
+-- Calendar rules: the caller judges the rules that need no load (hours, notice,
+-- advance, grid) from the rules it read, and passes their `p_rules_version`. A
+-- capacity-1 resource with rules is served here only when its row, locked shared,
+-- still has that version (every change of the rules bumps it, under the row's
+-- exclusive lock): the rules judged are the rules in force until this commits. Its
+-- buffers are the exclusion constraint's, on the kept range written here. A `general`
+-- outcome carries the `rules_version` of the row it read (none when it read none), so
+-- that the caller knows whether the rules it judged by are still current.
 --
 -- With an Idempotency-Key (`p_key` and the arguments after it), the key is claimed
 -- first and its answer settled last, around the same body, in the same statement: one
@@ -17,15 +26,19 @@ CREATE OR REPLACE FUNCTION reservation_hold(
     p_confirm boolean, p_now timestamptz, p_metadata jsonb, p_event_id uuid,
     p_principal text DEFAULT NULL, p_method text DEFAULT NULL, p_route text DEFAULT NULL, p_key text DEFAULT NULL,
     p_fingerprint bytea DEFAULT NULL, p_retain_until timestamptz DEFAULT NULL, p_wait text DEFAULT NULL,
-    p_refused_status smallint DEFAULT NULL, p_refused_headers jsonb DEFAULT NULL, p_refused_body bytea DEFAULT NULL
+    p_refused_status smallint DEFAULT NULL, p_refused_headers jsonb DEFAULT NULL, p_refused_body bytea DEFAULT NULL,
+    p_rules_version bigint DEFAULT NULL
 ) RETURNS SETOF reservation_hold_result LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     -- The row returned.
     o reservation_hold_result;
-    -- The capacity-N path's seven columns of the resource; the capacity-1 path's TTL.
+    -- The capacity-N path's eight columns of the resource; the capacity-1 path's TTL
+    -- and the range the new booking keeps.
     res record;
     ttl integer;
+    kept tstzrange;
+    taken boolean;
     look record;
     range tstzrange := tstzrange(p_start, p_end, '[)');
     live_claims bigint;
@@ -79,10 +92,17 @@ BEGIN
         -- never deadlocks with it). The shared lock still excludes every path that
         -- takes the row exclusively (a hand-over, a reschedule, a capacity or rules
         -- change, the general path); SKIP LOCKED sends a hold that finds one of them
-        -- there the capacity-N way. Only the TTL is read.
-        SELECT resources.hold_ttl_seconds INTO ttl FROM resources
+        -- there the capacity-N way. A resource with rules is served only at the rules'
+        -- version the caller judged. The TTL is read, and the range the booking keeps
+        -- (`buffered`) computed as the trigger would, from the row locked here.
+        SELECT resources.hold_ttl_seconds,
+               CASE WHEN resources.buffer_before_minutes = 0 AND resources.buffer_after_minutes = 0 THEN range
+                    ELSE tstzrange(p_start - make_interval(mins => resources.buffer_before_minutes),
+                                   p_end + make_interval(mins => resources.buffer_after_minutes), '[)') END
+        INTO ttl, kept FROM resources
         WHERE resources.id = p_resource AND resources.capacity = 1 AND resources.archived_at IS NULL
-          AND resources.authority = 'local' AND NOT resources.has_calendar_rules
+          AND resources.authority = 'local'
+          AND (NOT resources.has_calendar_rules OR resources.rules_version = p_rules_version)
         FOR SHARE SKIP LOCKED;
         IF FOUND THEN
             o.capacity := 1;
@@ -90,30 +110,47 @@ BEGIN
                 o.outcome := 'too_many';
                 EXIT hold;
             END IF;
-            -- No rules, so no buffers: `buffered` is the period itself.
             INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity,
                                            status, expires_at, failure_reason, source, created_at, updated_at, metadata,
                                            acted_by, buffered)
             VALUES (p_id, p_resource, 1, p_owner, p_start, p_end, p_quantity, new_status,
                     CASE WHEN p_confirm THEN NULL ELSE p_now + make_interval(secs => ttl) END, NULL,
-                    'request', p_now, p_now, p_metadata, p_owner, range)
+                    'request', p_now, p_now, p_metadata, p_owner, kept)
             ON CONFLICT ON CONSTRAINT reservations_single_unit_buffers_apart DO NOTHING
             RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
                       r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by
             INTO o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status, o.expires_at,
                  o.failure_reason, o.source, o.created_at, o.updated_at, o.metadata, o.acted_by;
             IF NOT FOUND THEN
-                -- The general path judges two refusals the constraint cannot tell apart
+                -- The general path judges the refusals the constraint cannot tell apart
                 -- from a taken range: a lapsed hold in the way (its capacity goes to the
-                -- waitlist first) and a booking's kept buffers (refused as outside the
-                -- calendar rules).
-                IF EXISTS (
-                    SELECT 1 FROM reservations r
+                -- waitlist first), and kept buffers in the way (refused as outside the
+                -- calendar rules) where no live claim takes the period itself. The rules
+                -- read are at the version passed (or there are none).
+                o.rules_version := p_rules_version;
+                IF kept = range THEN
+                    -- No buffers of its own: only another booking's kept buffers can be
+                    -- in the way without taking the period.
+                    IF EXISTS (
+                        SELECT 1 FROM reservations r
+                        WHERE r.resource_id = p_resource AND r.resource_capacity = 1
+                          AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.buffered && range
+                          AND ((r.status = 'HELD' AND r.expires_at <= p_now) OR r.buffered <> r.period)) THEN
+                        o.outcome := 'general';
+                        EXIT hold;
+                    END IF;
+                ELSE
+                    SELECT coalesce(bool_or(r.status = 'HELD' AND r.expires_at <= p_now), false),
+                           coalesce(bool_or(r.period && range AND NOT (r.status = 'HELD' AND r.expires_at <= p_now)),
+                                    false)
+                    INTO any_lapsed, taken
+                    FROM reservations r
                     WHERE r.resource_id = p_resource AND r.resource_capacity = 1
-                      AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.buffered && range
-                      AND ((r.status = 'HELD' AND r.expires_at <= p_now) OR r.buffered <> r.period)) THEN
-                    o.outcome := 'general';
-                    EXIT hold;
+                      AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.buffered && kept;
+                    IF any_lapsed OR NOT taken THEN
+                        o.outcome := 'general';
+                        EXIT hold;
+                    END IF;
                 END IF;
                 -- Lost. A crash that lost this commit would lose only a refusal: no
                 -- need to wait for the disk.
@@ -134,7 +171,7 @@ BEGIN
         -- resource this path serves (local, no calendar rules, not archived).
         SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
-               resources.authority
+               resources.authority, resources.rules_version
         INTO res FROM resources
         WHERE resources.id = p_resource AND resources.archived_at IS NULL AND resources.authority = 'local'
           AND NOT resources.has_calendar_rules
@@ -145,12 +182,13 @@ BEGIN
             -- claims already take the range, so a burst's losers do not queue on it.
             SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                    resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
-                   resources.authority
+                   resources.authority, resources.rules_version
             INTO res FROM resources WHERE resources.id = p_resource;
             IF NOT FOUND THEN
                 o.outcome := 'not_found';
                 EXIT hold;
             END IF;
+            o.rules_version := res.rules_version;
             IF res.archived_at IS NOT NULL THEN
                 o.outcome := 'archived';
                 EXIT hold;
@@ -175,8 +213,9 @@ BEGIN
             END IF;
             SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                    resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
-                   resources.authority
+                   resources.authority, resources.rules_version
             INTO res FROM resources WHERE resources.id = p_resource FOR NO KEY UPDATE;
+            o.rules_version := res.rules_version;
             -- What the look saw may have changed before the lock was granted.
             IF res.archived_at IS NOT NULL THEN
                 o.outcome := 'archived';
@@ -187,6 +226,7 @@ BEGIN
                 EXIT hold;
             END IF;
         END IF;
+        o.rules_version := res.rules_version;
         o.capacity := res.capacity;
         IF p_quantity > res.capacity THEN
             o.outcome := 'too_many';

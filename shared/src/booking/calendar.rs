@@ -4,13 +4,60 @@
 //! force when the booking is written. Every path that makes or moves a booking judges
 //! here: reserve, reschedule and the hand-over to the waitlist (join judges the rules
 //! that do not need the load).
+//!
+//! The one-statement hold judges from [`Known`] rules instead: the rules the process
+//! last read of each resource, with their version. The statement serves the hold only
+//! when the version is still the row's under its lock, so a rule changed since is never
+//! trusted: the general path decides, here.
 
 use super::{BookingError, on_freed};
+use crate::db::hold::{self, VersionedRules};
 use crate::db::reservations::Kept;
 use crate::db::{DbError, GenericClient, lapse, reservations};
 use crate::domain::{Authority, Claim, Judge, Reservation, Resource, Rule, WaitlistEntry, peak_load};
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use uuid::Uuid;
+
+/// The calendar rules this process last read of each resource, by id, with their
+/// version. Bounded: past [`Known::LIMIT`] resources it starts again empty.
+pub(super) struct Known {
+    rules: Mutex<HashMap<Uuid, Arc<VersionedRules>>>,
+}
+
+/// The rules every one-statement hold of this process judges by.
+pub(super) static KNOWN: std::sync::LazyLock<Known> = std::sync::LazyLock::new(|| Known { rules: Mutex::default() });
+
+impl Known {
+    const LIMIT: usize = 10_000;
+
+    /// The rules of `resource` as last read, reading them when they are not known
+    /// (one round trip); `None` when the resource does not exist.
+    pub(super) async fn of(
+        &self,
+        c: &impl GenericClient,
+        resource: Uuid,
+    ) -> Result<Option<Arc<VersionedRules>>, DbError> {
+        if let Some(known) = self.rules.lock().unwrap_or_else(PoisonError::into_inner).get(&resource) {
+            return Ok(Some(known.clone()));
+        }
+        let Some(read) = hold::rules(c, resource).await? else { return Ok(None) };
+        let read = Arc::new(read);
+        let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
+        if rules.len() >= Self::LIMIT {
+            rules.clear();
+        }
+        rules.insert(resource, read.clone());
+        Ok(Some(read))
+    }
+
+    /// Forgets the rules of `resource`, which may have changed: the next hold reads
+    /// them again.
+    pub(super) fn forget(&self, resource: Uuid) {
+        self.rules.lock().unwrap_or_else(PoisonError::into_inner).remove(&resource);
+    }
+}
 
 /// A booking to judge: `quantity` over `[start, end)`; `except` is the booking a
 /// reschedule moves, left out of its own buffers.

@@ -3,9 +3,13 @@
 //!
 //! A hold is decided in one statement when it can ([`hold_at_once`], in autocommit:
 //! one round trip and its own commit), and when the request has an `Idempotency-Key`
-//! the same statement claims the key and stores the answer. What that statement leaves
-//! to the general path (upstream resources, calendar rules, kept buffers, lapsed
-//! capacity owed to the waitlist, a key already taken) it leaves untouched, and
+//! the same statement claims the key and stores the answer. A capacity-1 resource's
+//! calendar rules are judged here first, from the rules the process knows
+//! ([`calendar::KNOWN`]), and the statement proves them current by their version under
+//! its lock. What that statement leaves to the general path (upstream resources,
+//! calendar rules not proved current or that refuse the range, capacity N with rules,
+//! a range refused for kept buffers, lapsed capacity owed to the waitlist, a key
+//! already taken) it leaves untouched, and
 //! [`reserve`] decides it in a transaction, under the resource lock, inside the
 //! idempotency guard. The SQL is [`crate::db::hold`]'s.
 
@@ -118,7 +122,11 @@ fn validate(req: &ReserveRequest, limits: Limits, now: DateTime<Utc>) -> Result<
     Ok(())
 }
 
-/// The one-round-trip hold ([`hold::HOLD`], or [`hold::HOLD_KEYED`] with a key).
+/// The one-round-trip hold ([`hold::HOLD`], or [`hold::HOLD_KEYED`] with a key),
+/// after the calendar rules that need no load, judged by the rules the process knows.
+/// A range they refuse goes to the general path, which judges by the rules under the
+/// lock and answers the refusal; so does a hold whose rules the statement finds
+/// changed, and the rules are read again for the next one.
 async fn one_statement(
     c: &impl GenericClient,
     owner: &Principal,
@@ -126,6 +134,15 @@ async fn one_statement(
     key: Option<&Answering<'_>>,
     now: DateTime<Utc>,
 ) -> Result<Attempt, BookingError> {
+    let known = calendar::KNOWN.of(c, req.resource_id).await?;
+    let with_rules = known.as_ref().is_some_and(|k| k.rules.any());
+    let known_version = known.as_ref().map(|k| k.version);
+    if let Some(known) = known.as_ref().filter(|_| with_rules)
+        && known.rules.judge(req.start, req.end, now, Judge::Everything).is_err()
+    {
+        calendar::KNOWN.forget(req.resource_id);
+        return Ok(Attempt::GeneralPath);
+    }
     let new = NewHold {
         id: Uuid::now_v7(),
         event_id: Uuid::now_v7(),
@@ -137,13 +154,22 @@ async fn one_statement(
         confirmation: req.confirmation,
         metadata: &req.metadata,
         now,
+        rules_version: known_version,
     };
     let held = match key {
         Some(key) => hold::hold_keyed(c, &new, key).await?,
         None => hold::hold(c, &new).await?,
     };
     match held {
-        Hold::GeneralPath | Hold::KeyTaken => Ok(Attempt::GeneralPath),
+        Hold::GeneralPath { rules_version } => {
+            // Rules changed since they were read (or not known to be unchanged): read
+            // them again for the next hold.
+            if rules_version.is_none() || rules_version != known_version {
+                calendar::KNOWN.forget(req.resource_id);
+            }
+            Ok(Attempt::GeneralPath)
+        }
+        Hold::KeyTaken => Ok(Attempt::GeneralPath),
         Hold::Reserved(r) => Ok(Attempt::Settled(Reserved::Reserved(r))),
         Hold::Unavailable => Ok(Attempt::Settled(Reserved::Unavailable)),
         Hold::NotFound => Err(BookingError::ResourceNotFound),

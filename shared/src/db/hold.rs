@@ -4,8 +4,11 @@
 //! request, inserts the reservation with its event, and commits on its own. When the
 //! request carries an `Idempotency-Key`, the same statement claims the key first and
 //! stores the answer last ([`HOLD_KEYED`]), so the hold and its answer commit once.
-//! What the statement cannot decide (upstream resources, calendar rules, kept buffers,
-//! lapsed holds owed to the waitlist) it leaves to the general path, untouched: a
+//! A resource's calendar rules are judged before the statement from rules read once
+//! ([`RULES`]) and proved current by their version under the statement's lock.
+//! What the statement cannot decide (upstream resources, calendar rules not proved
+//! current, a range refused for kept buffers, lapsed holds owed to the waitlist) it
+//! leaves to the general path, untouched: a
 //! transaction that looks first ([`PRECHECK`]), takes the resource lock and inserts
 //! with [`super::reservations::insert_if_fits`]. The replay of a keyed hold's answer is
 //! read back by [`super::idempotency::read`].
@@ -19,7 +22,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::{Json, ToSql};
 use uuid::Uuid;
 
-statements![HOLD, HOLD_KEYED, PRECHECK];
+statements![HOLD, HOLD_KEYED, PRECHECK, RULES];
 
 /// A hold or booking of a local resource in one round trip (`reservation_hold`).
 /// Capacity 1: the resource row shared and the insert with its event, the exclusion
@@ -27,15 +30,18 @@ statements![HOLD, HOLD_KEYED, PRECHECK];
 /// before waiting for it), the load under it and the insert with its event. One row:
 /// the `outcome` (`reserved` with the row, `unavailable`, `not_found`, `archived`,
 /// `too_many` with the `capacity`, or `general` when the general path must decide:
-/// upstream resources, calendar rules, kept buffers, lapsed holds for the waitlist).
+/// upstream resources, calendar rules not proved current, capacity N with calendar
+/// rules, a range refused for kept buffers, lapsed holds for the waitlist; with the
+/// `rules_version` of the row it read, if it read it).
 ///
 /// Parameters: `$1` id, `$2` resource, `$3` owner, `$4` start, `$5` end, `$6` quantity,
 /// `$7` confirm, `$8` now, `$9` metadata, `$10` the id of its event in the outbox (made
-/// here, as the reservation's is).
+/// here, as the reservation's is), `$11` the version of the calendar rules the range
+/// was judged by (a capacity-1 resource with rules is served only at that version).
 pub const HOLD: &str = concat!(
-    "SELECT outcome, capacity, ",
+    "SELECT outcome, capacity, rules_version, ",
     columns!(),
-    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, p_rules_version => $11)"
 );
 
 /// [`HOLD`] for a request with an `Idempotency-Key`: the same function with the key's
@@ -44,15 +50,21 @@ pub const HOLD: &str = concat!(
 /// concurrent original, lock_not_available. Outcomes other than `reserved` and
 /// `unavailable` leave nothing behind, the claim included.
 ///
-/// Parameters: [`HOLD`]'s ten, then `$11`-`$14` the key's scope and key, `$15`
+/// Parameters: [`HOLD`]'s first ten, then `$11`-`$14` the key's scope and key, `$15`
 /// fingerprint, `$16` when the record may be purged, `$17` the wait (a `lock_timeout`),
-/// `$18`-`$20` the refusal's stored answer (status, headers, body).
+/// `$18`-`$20` the refusal's stored answer (status, headers, body), `$21` the rules'
+/// version ([`HOLD`]'s `$11`).
 pub const HOLD_KEYED: &str = concat!(
-    "SELECT outcome, capacity, ",
+    "SELECT outcome, capacity, rules_version, ",
     columns!(),
     " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-     $20)"
+     $20, p_rules_version => $21)"
 );
+
+/// A resource's calendar rules and their version, which every change of them bumps:
+/// what a hold judges its range by before [`HOLD`], which proves the version current.
+pub const RULES: &str = "SELECT rules_version, time_zone, schedule, buffer_before_minutes, buffer_after_minutes, \
+     min_notice_minutes, max_advance_days, slot_minutes FROM resources WHERE id = $1";
 
 /// The look before the lock: the resource, the peak load over the range now, and
 /// whether lapsed holds overlap it, in one read that takes no lock and writes nothing.
@@ -77,8 +89,11 @@ pub enum Hold {
         capacity: i32,
     },
     Archived,
-    /// Nothing was done: the general path must decide, in a transaction.
-    GeneralPath,
+    /// Nothing was done: the general path must decide, in a transaction. The version
+    /// of the resource's calendar rules the statement read, when it read the row.
+    GeneralPath {
+        rules_version: Option<i64>,
+    },
     /// The request's key is taken, by a committed answer or a concurrent original
     /// (keyed holds only): nothing was done; the idempotency guard decides.
     KeyTaken,
@@ -118,9 +133,11 @@ pub struct NewHold<'a> {
     pub confirmation: Confirmation,
     pub metadata: &'a Metadata,
     pub now: DateTime<Utc>,
+    /// The version of the calendar rules the range was judged by ([`RULES`]).
+    pub rules_version: Option<i64>,
 }
 
-/// [`HOLD`]'s parameters, which [`HOLD_KEYED`] begins with too.
+/// The first ten parameters of [`HOLD`] and of [`HOLD_KEYED`].
 fn hold_params<'a>(
     h: &'a NewHold<'_>,
     confirm: &'a bool,
@@ -134,7 +151,7 @@ pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<Hold, DbErr
     let stmt = c.prepare_cached(HOLD).await?;
     let metadata = Json(h.metadata);
     let confirm = h.confirmation.is_now();
-    let row = c.query_one(&stmt, &hold_params(h, &confirm, &metadata)).await?;
+    let row = c.query_one(&stmt, &[&hold_params(h, &confirm, &metadata)[..], &[&h.rules_version]].concat()).await?;
     hold_of(&row)
 }
 
@@ -158,7 +175,9 @@ pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'
         &a.refused.body,
     ];
     let confirm = h.confirmation.is_now();
-    let row = c.query_one(&stmt, &[&hold_params(h, &confirm, &metadata)[..], &key[..]].concat()).await;
+    let row = c
+        .query_one(&stmt, &[&hold_params(h, &confirm, &metadata)[..], &key[..], &[&h.rules_version]].concat())
+        .await;
     match row {
         Ok(row) => hold_of(&row),
         // A concurrent original holds the key: nothing was written here.
@@ -173,7 +192,7 @@ fn hold_of(row: &Row) -> Result<Hold, DbError> {
         "unavailable" => Hold::Unavailable,
         "not_found" => Hold::NotFound,
         "too_many" => Hold::TooMany { capacity: row.try_get("capacity")? },
-        "general" => Hold::GeneralPath,
+        "general" => Hold::GeneralPath { rules_version: row.try_get("rules_version")? },
         "archived" => Hold::Archived,
         "key_taken" => Hold::KeyTaken,
         other => return Err(DbError::Corrupt(format!("hold outcome {other}"))),
@@ -204,3 +223,19 @@ pub async fn precheck(
     }))
 }
 
+
+/// A resource's calendar rules at a version ([`RULES`]).
+pub struct VersionedRules {
+    pub version: i64,
+    pub rules: crate::domain::calendar::CalendarRules,
+}
+
+/// See [`RULES`]; `None` when the resource does not exist.
+pub async fn rules(c: &impl GenericClient, resource_id: Uuid) -> Result<Option<VersionedRules>, DbError> {
+    let stmt = c.prepare_cached(RULES).await?;
+    let Some(row) = c.query_opt(&stmt, &[&resource_id]).await? else { return Ok(None) };
+    Ok(Some(VersionedRules {
+        version: row.try_get("rules_version")?,
+        rules: super::resources::calendar_from_row(&row)?,
+    }))
+}

@@ -102,6 +102,7 @@ const FUNCTIONS: &[(&str, &str)] = &[
     ("reservation_row_valid", include_str!("../../../sql/functions/reservation_row_valid.sql")),
     ("reservation_snapshot", include_str!("../../../sql/functions/reservation_snapshot.sql")),
     ("reservations_set_buffered", include_str!("../../../sql/functions/reservations_set_buffered.sql")),
+    ("resources_rules_version", include_str!("../../../sql/functions/resources_rules_version.sql")),
     ("uuidv7", include_str!("../../../sql/functions/uuidv7.sql")),
 ];
 

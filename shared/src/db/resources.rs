@@ -212,7 +212,7 @@ fn schedule_json(c: &CalendarRules) -> Option<Json<Value>> {
     c.schedule.as_ref().map(|s| Json(s.to_json()))
 }
 
-fn calendar_from_row(row: &Row) -> Result<CalendarRules, DbError> {
+pub(crate) fn calendar_from_row(row: &Row) -> Result<CalendarRules, DbError> {
     let zone: &str = row.try_get("time_zone")?;
     let schedule = match row.try_get::<_, Option<Json<Value>>>("schedule")? {
         None => None,

@@ -5,10 +5,12 @@
 
 use acceptance::{TestApp, reservation_path, send, slug};
 use chrono::{DateTime, Utc};
+use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::clock::ManualClock;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use uuid::Uuid;
 
 fn at(s: &str) -> DateTime<Utc> {
@@ -428,4 +430,176 @@ async fn without_a_public_calendar_the_calendar_reads_ask_for_a_principal() {
     let path = format!("/v1/resources/{room}/slots?from=2027-01-12T00:00:00Z&to=2027-01-13T00:00:00Z&duration=PT1H");
     let answer = reqwest::Client::new().get(app.url(&path)).send().await.unwrap();
     assert_eq!(answer.status(), StatusCode::UNAUTHORIZED);
+}
+
+/// Every day open from `open` to midnight, in Berlin.
+fn berlin_from(open: &str) -> Value {
+    let day = json!([[open, "24:00"]]);
+    let weekly: serde_json::Map<String, Value> =
+        ["mon", "tue", "wed", "thu", "fri", "sat", "sun"].iter().map(|d| (d.to_string(), day.clone())).collect();
+    json!({"weekly": weekly, "exceptions": []})
+}
+
+/// Holds race with changes of the hours, which open the resource at 12:00 Berlin time
+/// (odd versions) or all day (even versions). The rules version each booking's insert
+/// saw, recorded by a trigger under the lock the insert holds until it commits, is the
+/// one in force when it committed; no booking starts before that version's opening.
+#[tokio::test]
+async fn a_rules_change_racing_with_holds_leaves_no_booking_outside_the_hours_in_force_when_it_committed() {
+    let (app, _) = app().await;
+    let room = app
+        .resource_with(json!({"name": "Desk", "capacity": 1, "time_zone": "Europe/Berlin",
+                              "schedule": berlin_from("00:00"), "min_notice_minutes": 1, "slot_minutes": 60}))
+        .await;
+    let db = app.db().await;
+    db.batch_execute(
+        "CREATE TABLE seen (reservation uuid PRIMARY KEY, rules_version bigint NOT NULL);
+         CREATE FUNCTION seen_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             INSERT INTO seen SELECT NEW.id, r.rules_version FROM resources r WHERE r.id = NEW.resource_id;
+             RETURN NULL;
+         END $$;
+         CREATE TRIGGER seen_insert AFTER INSERT ON reservations FOR EACH ROW EXECUTE FUNCTION seen_insert();",
+    )
+    .await
+    .unwrap();
+    // Fills the process's rules of the resource at version 0.
+    let first = reserve(&app, "alice", room, "2027-01-05T00:00:00Z", "2027-01-05T01:00:00Z").await;
+    assert_eq!(first.0, StatusCode::CREATED, "{}", first.1);
+    // Sixteen clients hold the next free hour, one after another, until the changes
+    // are done and a while after: holds before, during and after each change. Four
+    // more play a process that never reads the rules again: they judge by version 0
+    // (open all day) and send the one statement that version.
+    let base = at("2027-01-05T01:00:00Z");
+    let next = AtomicI64::new(0);
+    let changed = AtomicBool::new(false);
+    let metadata = shared::domain::Metadata::default();
+    let holds = join_all((0..20).map(|c| {
+        let (app, next, changed, metadata) = (&app, &next, &changed, &metadata);
+        async move {
+            let stale = if c >= 16 { Some(app.db().await) } else { None };
+            let mut answers = Vec::new();
+            let mut after = 0;
+            while after < 8 {
+                if changed.load(Ordering::SeqCst) {
+                    after += 1;
+                }
+                let start = base + chrono::Duration::hours(next.fetch_add(1, Ordering::SeqCst));
+                let end = start + chrono::Duration::hours(1);
+                if let Some(db) = &stale {
+                    let hold = shared::db::hold::NewHold {
+                        id: Uuid::now_v7(),
+                        event_id: Uuid::now_v7(),
+                        resource_id: room,
+                        owner: "stale",
+                        start,
+                        end,
+                        quantity: 1,
+                        confirmation: shared::db::hold::Confirmation::Later,
+                        metadata,
+                        now: at("2027-01-04T00:00:00Z"),
+                        rules_version: Some(0),
+                    };
+                    shared::db::hold::hold(db, &hold).await.unwrap();
+                    continue;
+                }
+                let range = (start.to_rfc3339(), end.to_rfc3339());
+                answers.push(app.reserve(&format!("u{c}"), room, (&range.0, &range.1), 1).await);
+            }
+            answers
+        }
+    }));
+    let changes = async {
+        for k in 1..=20 {
+            patch_resource(&app, room, json!({"schedule": berlin_from(if k % 2 == 1 { "12:00" } else { "00:00" })}))
+                .await;
+        }
+        changed.store(true, Ordering::SeqCst);
+    };
+    let (answers, ()) = tokio::join!(holds, changes);
+    for (status, body) in answers.iter().flatten() {
+        assert!(matches!(*status, StatusCode::CREATED | StatusCode::UNPROCESSABLE_ENTITY), "{status} {body}");
+    }
+    let version: i64 =
+        db.query_one("SELECT rules_version FROM resources WHERE id = $1", &[&room]).await.unwrap().get(0);
+    assert_eq!(version, 20);
+    let unseen = app
+        .count(
+            "SELECT count(*) FROM reservations b WHERE b.resource_id = $1 AND NOT EXISTS (SELECT 1 FROM seen s \
+                WHERE s.reservation = b.id)",
+            &[&room],
+        )
+        .await;
+    assert_eq!(unseen, 0);
+    let outside = app
+        .count(
+            "SELECT count(*) FROM reservations b JOIN seen s ON s.reservation = b.id WHERE b.resource_id = $1 \
+             AND extract(hour FROM b.starts_at AT TIME ZONE 'Europe/Berlin') < CASE WHEN s.rules_version % 2 = 1 THEN 12 ELSE 0 END",
+            &[&room],
+        )
+        .await;
+    assert_eq!(outside, 0, "a booking starts before the opening of the rules in force when it committed");
+}
+
+/// The process judges a hold by the rules it read last; a change since is caught by
+/// the version under the lock, and the general path answers by the rules in force,
+/// whichever way the change went.
+#[tokio::test]
+async fn a_hold_judged_by_rules_changed_since_is_decided_by_the_general_path_on_the_rules_in_force() {
+    let (app, _) = app().await;
+    let room = app
+        .resource_with(json!({"name": "Desk", "capacity": 1, "time_zone": "Europe/Berlin",
+                              "schedule": berlin_from("09:00")}))
+        .await;
+    // 10:00 Berlin is 09:00Z in January.
+    let known = reserve(&app, "alice", room, "2027-01-05T09:00:00Z", "2027-01-05T10:00:00Z").await;
+    assert_eq!(known.0, StatusCode::CREATED, "{}", known.1);
+    patch_resource(&app, room, json!({"schedule": berlin_from("12:00")})).await;
+    let closed_now = reserve(&app, "bob", room, "2027-01-06T09:00:00Z", "2027-01-06T10:00:00Z").await;
+    assert_eq!(refusal(&closed_now), outside("outside_hours"));
+    patch_resource(&app, room, json!({"schedule": berlin_from("06:00")})).await;
+    let open_now = reserve(&app, "bob", room, "2027-01-07T06:00:00Z", "2027-01-07T07:00:00Z").await;
+    assert_eq!(open_now.0, StatusCode::CREATED, "{}", open_now.1);
+}
+
+/// The one statement serves a single unit with rules at the version its range was
+/// judged by, writes the kept range with the resource's buffers, and tells a taken
+/// range from one that only the buffers refuse, which it leaves to the general path.
+#[tokio::test]
+async fn the_one_statement_hold_serves_a_single_unit_with_rules_only_at_the_version_it_was_judged_by() {
+    use shared::db::hold::{self, Confirmation, Hold, NewHold};
+    let (app, _) = app().await;
+    let room = app
+        .resource_with(json!({"name": "Lab", "capacity": 1, "buffer_before_minutes": 10,
+                              "buffer_after_minutes": 15, "min_notice_minutes": 1}))
+        .await;
+    let db = app.db().await;
+    let metadata = shared::domain::Metadata::default();
+    let hold_at = |start: &str, end: &str, rules_version: Option<i64>| NewHold {
+        id: Uuid::now_v7(),
+        event_id: Uuid::now_v7(),
+        resource_id: room,
+        owner: "alice",
+        start: at(start),
+        end: at(end),
+        quantity: 1,
+        confirmation: Confirmation::Later,
+        metadata: &metadata,
+        now: at("2027-01-04T00:00:00Z"),
+        rules_version,
+    };
+    let range = ("2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z");
+    for version in [None, Some(1)] {
+        let held = hold::hold(&db, &hold_at(range.0, range.1, version)).await.unwrap();
+        assert!(matches!(held, Hold::GeneralPath { rules_version: Some(0) }), "version {version:?}: {held:?}");
+    }
+    let held = hold::hold(&db, &hold_at(range.0, range.1, Some(0))).await.unwrap();
+    assert!(matches!(held, Hold::Reserved(_)), "{held:?}");
+    let kept: String =
+        db.query_one("SELECT buffered::text FROM reservations WHERE resource_id = $1", &[&room]).await.unwrap().get(0);
+    assert_eq!(kept, r#"["2027-01-05 09:50:00+00","2027-01-05 11:15:00+00")"#);
+    let taken = hold::hold(&db, &hold_at("2027-01-05T10:30:00Z", "2027-01-05T11:30:00Z", Some(0))).await.unwrap();
+    assert!(matches!(taken, Hold::Unavailable), "{taken:?}");
+    let buffer = hold::hold(&db, &hold_at("2027-01-05T11:20:00Z", "2027-01-05T12:00:00Z", Some(0))).await.unwrap();
+    assert!(matches!(buffer, Hold::GeneralPath { rules_version: Some(0) }), "{buffer:?}");
 }

@@ -164,6 +164,7 @@ fn new_hold(room: uuid::Uuid, metadata: &shared::domain::Metadata) -> NewHold<'_
         confirmation: Confirmation::Later,
         metadata,
         now: chrono::Utc::now(),
+        rules_version: None,
     }
 }
 
