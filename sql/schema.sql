@@ -267,13 +267,15 @@ BEGIN
         END IF;
         -- Capacity N (or a capacity-1 resource whose lock a change holds): the lock
         -- when it is free (nobody holds it, so nobody is ahead to lose to), only for a
-        -- resource this path serves (local, no calendar rules, not archived).
+        -- resource this path serves (local, not archived, and without calendar rules
+        -- or, on capacity N, with them at the version passed).
         SELECT resources.capacity, resources.hold_ttl_seconds, resources.buffer_before_minutes,
                resources.buffer_after_minutes, resources.archived_at, resources.has_calendar_rules,
                resources.authority, resources.rules_version
         INTO res FROM resources
         WHERE resources.id = p_resource AND resources.archived_at IS NULL AND resources.authority = 'local'
-          AND NOT resources.has_calendar_rules
+          AND (NOT resources.has_calendar_rules
+               OR (resources.capacity > 1 AND resources.rules_version = p_rules_version))
         FOR NO KEY UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
             -- The lock is held, or the resource is not for this path. The look: what is
@@ -297,7 +299,8 @@ BEGIN
                 o.outcome := 'too_many';
                 EXIT hold;
             END IF;
-            IF res.has_calendar_rules OR res.authority <> 'local' THEN
+            IF res.authority <> 'local' OR (res.has_calendar_rules
+                    AND (res.capacity = 1 OR res.rules_version IS DISTINCT FROM p_rules_version)) THEN
                 o.outcome := 'general';
                 EXIT hold;
             END IF;
@@ -320,7 +323,8 @@ BEGIN
                 o.outcome := 'archived';
                 EXIT hold;
             END IF;
-            IF res.has_calendar_rules THEN
+            IF res.has_calendar_rules
+               AND (res.capacity = 1 OR res.rules_version IS DISTINCT FROM p_rules_version) THEN
                 o.outcome := 'general';
                 EXIT hold;
             END IF;
@@ -370,15 +374,45 @@ BEGIN
             o.outcome := 'unavailable';
             EXIT hold;
         END IF;
-        -- `buffered` as the trigger would compute it, from the row read under the lock (no
-        -- rules here, so no buffers: the period itself).
+        kept := tstzrange(p_start - make_interval(mins => res.buffer_before_minutes),
+                          p_end + make_interval(mins => res.buffer_after_minutes), '[)');
+        -- With rules, the buffers: the peak of the live bookings' kept ranges over this
+        -- booking's must leave room for it, as the general path judges them (lapsed holds
+        -- left out). The range fits, so where every booking meeting the kept range keeps
+        -- its period alone and that period meets the range, the peak is the range's:
+        -- nothing more to count. Otherwise the general path refuses what does not fit,
+        -- with its own answer.
+        IF res.has_calendar_rules AND EXISTS (
+            SELECT 1 FROM reservations r
+            WHERE r.resource_id = p_resource AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+              AND r.period && tstzrange(lower(kept) - interval '1 day', upper(kept) + interval '1 day', '[)')
+              AND r.buffered && kept AND NOT (r.status = 'HELD' AND r.expires_at <= p_now)
+              AND (r.buffered <> r.period OR NOT r.period && range)) THEN
+            -- +quantity at each (clipped) start of a kept range, -quantity at each end,
+            -- ends first at one instant; the running sum's maximum is the peak.
+            IF (WITH near AS (
+                    SELECT lower(r.buffered) AS kept_from, upper(r.buffered) AS kept_to, r.quantity
+                    FROM reservations r
+                    WHERE r.resource_id = p_resource AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+                      AND r.period && tstzrange(lower(kept) - interval '1 day', upper(kept) + interval '1 day', '[)')
+                      AND r.buffered && kept AND NOT (r.status = 'HELD' AND r.expires_at <= p_now)
+                ), events AS (
+                    SELECT greatest(near.kept_from, lower(kept)) AS at, near.quantity AS delta FROM near
+                    UNION ALL SELECT least(near.kept_to, upper(kept)), -near.quantity FROM near
+                )
+                SELECT coalesce(max(load), 0)
+                FROM (SELECT sum(events.delta) OVER (ORDER BY events.at, events.delta ROWS UNBOUNDED PRECEDING) AS load
+                      FROM events) running) + p_quantity > res.capacity THEN
+                o.outcome := 'general';
+                EXIT hold;
+            END IF;
+        END IF;
+        -- `buffered` as the trigger would compute it, from the row read under the lock.
         INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity, status,
                                        expires_at, failure_reason, source, created_at, updated_at, metadata, acted_by,
                                        buffered)
         VALUES (p_id, p_resource, res.capacity, p_owner, p_start, p_end, p_quantity, new_status, new_expires_at, NULL,
-                'request', p_now, p_now, p_metadata, p_owner,
-                tstzrange(p_start - make_interval(mins => res.buffer_before_minutes),
-                          p_end + make_interval(mins => res.buffer_after_minutes), '[)'))
+                'request', p_now, p_now, p_metadata, p_owner, kept)
         RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
                   r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by
         INTO o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status, o.expires_at,

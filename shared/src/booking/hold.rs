@@ -3,12 +3,12 @@
 //!
 //! A hold is decided in one statement when it can ([`hold_at_once`], in autocommit:
 //! one round trip and its own commit), and when the request has an `Idempotency-Key`
-//! the same statement claims the key and stores the answer. A capacity-1 resource's
-//! calendar rules are judged here first, from the rules the process knows
+//! the same statement claims the key and stores the answer. A resource's calendar
+//! rules that need no load are judged here first, from the rules the process knows
 //! ([`calendar::KNOWN`]), and the statement proves them current by their version under
-//! its lock. What that statement leaves to the general path (upstream resources,
-//! calendar rules not proved current or that refuse the range, capacity N with rules,
-//! a range refused for kept buffers, lapsed capacity owed to the waitlist, a key
+//! its lock, and judges the buffers there. What that statement leaves to the general
+//! path (upstream resources, calendar rules not proved current or that refuse the
+//! range, a range refused for kept buffers, lapsed capacity owed to the waitlist, a key
 //! already taken) it leaves untouched, and
 //! [`reserve`] decides it in a transaction, under the resource lock, inside the
 //! idempotency guard. The SQL is [`crate::db::hold`]'s.

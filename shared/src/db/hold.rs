@@ -27,17 +27,18 @@ statements![HOLD, HOLD_KEYED, PRECHECK, RULES];
 /// A hold or booking of a local resource in one round trip (`reservation_hold`).
 /// Capacity 1: the resource row shared and the insert with its event, the exclusion
 /// constraint judging it. Capacity N: the lock when it is free (otherwise the look
-/// before waiting for it), the load under it and the insert with its event. One row:
+/// before waiting for it), the load under it (with rules, the kept ranges' too) and the
+/// insert with its event. One row:
 /// the `outcome` (`reserved` with the row, `unavailable`, `not_found`, `archived`,
 /// `too_many` with the `capacity`, or `general` when the general path must decide:
-/// upstream resources, calendar rules not proved current, capacity N with calendar
-/// rules, a range refused for kept buffers, lapsed holds for the waitlist; with the
+/// upstream resources, calendar rules not proved current, a range refused for kept
+/// buffers, lapsed holds for the waitlist; with the
 /// `rules_version` of the row it read, if it read it).
 ///
 /// Parameters: `$1` id, `$2` resource, `$3` owner, `$4` start, `$5` end, `$6` quantity,
 /// `$7` confirm, `$8` now, `$9` metadata, `$10` the id of its event in the outbox (made
 /// here, as the reservation's is), `$11` the version of the calendar rules the range
-/// was judged by (a capacity-1 resource with rules is served only at that version).
+/// was judged by (a resource with rules is served only at that version).
 pub const HOLD: &str = concat!(
     "SELECT outcome, capacity, rules_version, ",
     columns!(),

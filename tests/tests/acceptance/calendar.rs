@@ -603,3 +603,146 @@ async fn the_one_statement_hold_serves_a_single_unit_with_rules_only_at_the_vers
     let buffer = hold::hold(&db, &hold_at("2027-01-05T11:20:00Z", "2027-01-05T12:00:00Z", Some(0))).await.unwrap();
     assert!(matches!(buffer, Hold::GeneralPath { rules_version: Some(0) }), "{buffer:?}");
 }
+
+/// A hold of the one statement on `resource` at `[start, end)`, judged by the rules at
+/// `rules_version`, as of the test clock's now.
+fn one_statement_hold<'a>(
+    resource: Uuid,
+    start: &str,
+    end: &str,
+    rules_version: Option<i64>,
+    metadata: &'a shared::domain::Metadata,
+) -> shared::db::hold::NewHold<'a> {
+    shared::db::hold::NewHold {
+        id: Uuid::now_v7(),
+        event_id: Uuid::now_v7(),
+        resource_id: resource,
+        owner: "alice",
+        start: at(start),
+        end: at(end),
+        quantity: 1,
+        confirmation: shared::db::hold::Confirmation::Later,
+        metadata,
+        now: at("2027-01-04T00:00:00Z"),
+        rules_version,
+    }
+}
+
+/// Capacity N with rules takes the one statement too, at the version its range was
+/// judged by: a burst on one slot has exactly as many winners as units, the hours still
+/// refuse, and a hold judged by rules changed since goes to the general path, which
+/// answers by the rules in force.
+#[tokio::test]
+async fn a_burst_of_holds_on_three_units_with_rules_has_three_winners_and_the_rules_still_refuse() {
+    use shared::db::hold::{self, Hold};
+    let (app, _) = app().await;
+    let room = app
+        .resource_with(json!({"name": "Studio", "capacity": 3, "time_zone": "Europe/Berlin",
+                              "schedule": berlin_from("09:00"), "min_notice_minutes": 1, "slot_minutes": 60}))
+        .await;
+    let db = app.db().await;
+    let metadata = shared::domain::Metadata::default();
+    for version in [None, Some(1)] {
+        let held = hold::hold(
+            &db,
+            &one_statement_hold(room, "2027-01-06T09:00:00Z", "2027-01-06T10:00:00Z", version, &metadata),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(held, Hold::GeneralPath { rules_version: Some(0) }), "version {version:?}: {held:?}");
+    }
+    let held =
+        hold::hold(&db, &one_statement_hold(room, "2027-01-06T09:00:00Z", "2027-01-06T10:00:00Z", Some(0), &metadata))
+            .await
+            .unwrap();
+    assert!(matches!(held, Hold::Reserved(_)), "{held:?}");
+    // 10:00 Berlin is 09:00Z in January.
+    let burst = join_all((0..12).map(|c| {
+        let app = &app;
+        async move { app.reserve(&format!("u{c}"), room, ("2027-01-05T09:00:00Z", "2027-01-05T10:00:00Z"), 1).await }
+    }))
+    .await;
+    let won = burst.iter().filter(|(status, _)| *status == StatusCode::CREATED).count();
+    assert_eq!(won, 3, "{burst:?}");
+    for answer in burst.iter().filter(|(status, _)| *status != StatusCode::CREATED) {
+        assert_eq!(refusal(answer), (StatusCode::CONFLICT, "slot-unavailable".into(), "-".into()));
+    }
+    let held = app
+        .count(
+            "SELECT count(*) FROM reservations WHERE resource_id = $1 AND status = 'HELD' \
+             AND period && tstzrange('2027-01-05T09:00:00Z', '2027-01-05T10:00:00Z')",
+            &[&room],
+        )
+        .await;
+    assert_eq!(held, 3);
+    let early = reserve(&app, "bob", room, "2027-01-05T07:00:00Z", "2027-01-05T08:00:00Z").await;
+    assert_eq!(refusal(&early), outside("outside_hours"));
+    patch_resource(&app, room, json!({"schedule": berlin_from("12:00")})).await;
+    let stale =
+        hold::hold(&db, &one_statement_hold(room, "2027-01-07T09:00:00Z", "2027-01-07T10:00:00Z", Some(0), &metadata))
+            .await
+            .unwrap();
+    assert!(matches!(stale, Hold::GeneralPath { rules_version: Some(1) }), "{stale:?}");
+    let closed_now = reserve(&app, "bob", room, "2027-01-07T09:00:00Z", "2027-01-07T10:00:00Z").await;
+    assert_eq!(refusal(&closed_now), outside("outside_hours"));
+    let open = reserve(&app, "bob", room, "2027-01-07T11:00:00Z", "2027-01-07T12:00:00Z").await;
+    assert_eq!(open.0, StatusCode::CREATED, "{}", open.1);
+}
+
+/// On capacity N the one statement judges the buffers as the general path does: the
+/// peak of the other bookings' kept ranges over the new one's. A range taken outright
+/// is refused at once (409, before the buffers); a range only the buffers refuse is
+/// left to the general path, which answers `rule: buffer`; the API answers each the
+/// same whichever path decides.
+#[tokio::test]
+async fn on_two_units_with_buffers_the_one_statement_counts_the_kept_ranges_and_leaves_their_refusal_to_the_general_path()
+ {
+    use shared::db::hold::{self, Hold};
+    let (app, _) = app().await;
+    let room = app
+        .resource_with(json!({"name": "Lab", "capacity": 2, "buffer_before_minutes": 10, "buffer_after_minutes": 15}))
+        .await;
+    let db = app.db().await;
+    let metadata = shared::domain::Metadata::default();
+    let one = |start: &'static str, end: &'static str| {
+        let (db, metadata) = (&db, &metadata);
+        async move { hold::hold(db, &one_statement_hold(room, start, end, Some(0), metadata)).await.unwrap() }
+    };
+    let first = one("2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z").await;
+    assert!(matches!(first, Hold::Reserved(_)), "{first:?}");
+    let kept: String =
+        db.query_one("SELECT buffered::text FROM reservations WHERE resource_id = $1", &[&room]).await.unwrap().get(0);
+    assert_eq!(kept, r#"["2027-01-05 09:50:00+00","2027-01-05 11:15:00+00")"#);
+    // Its kept range meets the first's: a load of one beside a unit left.
+    let beside = one("2027-01-05T11:20:00Z", "2027-01-05T12:00:00Z").await;
+    assert!(matches!(beside, Hold::Reserved(_)), "{beside:?}");
+    // The period fits (one booking on it), the kept ranges do not (two over 11:10-11:15).
+    let buffer = one("2027-01-05T11:20:00Z", "2027-01-05T12:00:00Z").await;
+    assert!(matches!(buffer, Hold::GeneralPath { rules_version: Some(0) }), "{buffer:?}");
+    let by_api = reserve(&app, "bob", room, "2027-01-05T11:20:00Z", "2027-01-05T12:00:00Z").await;
+    assert_eq!(refusal(&by_api), outside("buffer"));
+    // The first's own range again: its period fits beside the first, its kept range
+    // meets both.
+    let again = one("2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z").await;
+    assert!(matches!(again, Hold::GeneralPath { rules_version: Some(0) }), "{again:?}");
+    let again_by_api = reserve(&app, "bob", room, "2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z").await;
+    assert_eq!(refusal(&again_by_api), outside("buffer"));
+    for _ in 0..2 {
+        let afternoon = one("2027-01-05T14:00:00Z", "2027-01-05T15:00:00Z").await;
+        assert!(matches!(afternoon, Hold::Reserved(_)), "{afternoon:?}");
+    }
+    // Taken outright, and the buffers in the way too: the taken range first.
+    let taken = one("2027-01-05T14:30:00Z", "2027-01-05T15:30:00Z").await;
+    assert!(matches!(taken, Hold::Unavailable), "{taken:?}");
+    // The general path (sent there by a version that does not match) answers it 409 too.
+    let stale =
+        hold::hold(&db, &one_statement_hold(room, "2027-01-05T14:30:00Z", "2027-01-05T15:30:00Z", Some(7), &metadata))
+            .await
+            .unwrap();
+    assert!(matches!(stale, Hold::GeneralPath { rules_version: Some(0) }), "{stale:?}");
+    let taken_by_api = reserve(&app, "bob", room, "2027-01-05T14:30:00Z", "2027-01-05T15:30:00Z").await;
+    assert_eq!(refusal(&taken_by_api), (StatusCode::CONFLICT, "slot-unavailable".into(), "-".into()));
+    let booked =
+        app.count("SELECT count(*) FROM reservations WHERE resource_id = $1 AND status = 'HELD'", &[&room]).await;
+    assert_eq!(booked, 4);
+}
