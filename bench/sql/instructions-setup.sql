@@ -1,4 +1,4 @@
--- scripts/hold-instructions: 200 capacity-1 resources for the holds, and the table of
+-- scripts/hold-instructions: the resources for the holds, and the table of
 -- the baseline's plain inserts. The loops (instructions-*.sql) are sent to a
 -- single-user backend as one line each, so they carry no `--` comments.
 INSERT INTO resources (id, name, capacity, authority, hold_ttl_seconds, offer_ttl_seconds, created_by, created_at,
@@ -20,4 +20,23 @@ SELECT gen_random_uuid(), 'rules' || g, 1, 'local', 600, 600, 'bench', now(), no
        1, 60, (g % 2) * 5, (g % 2) * 5
 FROM generate_series(1, 200) g;
 CREATE TABLE bench_rules_ids AS
-    SELECT id, row_number() OVER () - 1 AS n FROM resources WHERE has_calendar_rules;
+    SELECT id, row_number() OVER () - 1 AS n FROM resources WHERE capacity = 1 AND has_calendar_rules;
+-- 200 capacity-3 resources without rules, and 200 with the rules above (buffers on
+-- every other one), for the capacity-N holds.
+INSERT INTO resources (id, name, capacity, authority, hold_ttl_seconds, offer_ttl_seconds, created_by, created_at,
+                       updated_at)
+SELECT gen_random_uuid(), 'n' || g, 3, 'local', 600, 600, 'bench', now(), now() FROM generate_series(1, 200) g;
+CREATE TABLE bench_n_ids AS
+    SELECT id, row_number() OVER () - 1 AS n FROM resources WHERE capacity = 3 AND NOT has_calendar_rules;
+INSERT INTO resources (id, name, capacity, authority, hold_ttl_seconds, offer_ttl_seconds, created_by, created_at,
+                       updated_at, time_zone, schedule, min_notice_minutes, slot_minutes, buffer_before_minutes,
+                       buffer_after_minutes)
+SELECT gen_random_uuid(), 'rules-n' || g, 3, 'local', 600, 600, 'bench', now(), now(), 'Europe/Berlin',
+       jsonb_build_object('weekly', jsonb_build_object('mon', '[["00:00", "24:00"]]'::jsonb,
+           'tue', '[["00:00", "24:00"]]'::jsonb, 'wed', '[["00:00", "24:00"]]'::jsonb,
+           'thu', '[["00:00", "24:00"]]'::jsonb, 'fri', '[["00:00", "24:00"]]'::jsonb,
+           'sat', '[["00:00", "24:00"]]'::jsonb, 'sun', '[["00:00", "24:00"]]'::jsonb), 'exceptions', '[]'::jsonb),
+       1, 60, (g % 2) * 5, (g % 2) * 5
+FROM generate_series(1, 200) g;
+CREATE TABLE bench_rules_n_ids AS
+    SELECT id, row_number() OVER () - 1 AS n FROM resources WHERE capacity = 3 AND has_calendar_rules;
