@@ -746,3 +746,40 @@ async fn on_two_units_with_buffers_the_one_statement_counts_the_kept_ranges_and_
         app.count("SELECT count(*) FROM reservations WHERE resource_id = $1 AND status = 'HELD'", &[&room]).await;
     assert_eq!(booked, 4);
 }
+
+/// Buffers cleared leave the kept ranges of the bookings made with them: on capacity N
+/// with rules still in force, the one statement counts those too, as the general path
+/// does, though the new booking keeps no buffer of its own.
+#[tokio::test]
+async fn on_two_units_the_one_statement_counts_the_kept_ranges_left_by_buffers_since_cleared() {
+    use shared::db::hold::{self, Hold};
+    let (app, _) = app().await;
+    let room = app
+        .resource_with(json!({"name": "Lab", "capacity": 2, "buffer_before_minutes": 30,
+                              "buffer_after_minutes": 30, "min_notice_minutes": 1}))
+        .await;
+    let db = app.db().await;
+    let metadata = shared::domain::Metadata::default();
+    for _ in 0..2 {
+        let held = hold::hold(
+            &db,
+            &one_statement_hold(room, "2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z", Some(0), &metadata),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(held, Hold::Reserved(_)), "{held:?}");
+    }
+    patch_resource(&app, room, json!({"buffer_before_minutes": 0, "buffer_after_minutes": 0})).await;
+    let near =
+        hold::hold(&db, &one_statement_hold(room, "2027-01-05T11:10:00Z", "2027-01-05T12:00:00Z", Some(1), &metadata))
+            .await
+            .unwrap();
+    assert!(matches!(near, Hold::GeneralPath { rules_version: Some(1) }), "{near:?}");
+    let by_api = reserve(&app, "bob", room, "2027-01-05T11:10:00Z", "2027-01-05T12:00:00Z").await;
+    assert_eq!(refusal(&by_api), outside("buffer"));
+    let clear =
+        hold::hold(&db, &one_statement_hold(room, "2027-01-05T11:30:00Z", "2027-01-05T12:00:00Z", Some(1), &metadata))
+            .await
+            .unwrap();
+    assert!(matches!(clear, Hold::Reserved(_)), "{clear:?}");
+}
