@@ -32,30 +32,27 @@ pub(super) static KNOWN: std::sync::LazyLock<Known> = std::sync::LazyLock::new(|
 impl Known {
     const LIMIT: usize = 10_000;
 
-    /// The rules of `resource` as last read, reading them when they are not known
-    /// (one round trip); `None` when the resource does not exist.
-    pub(super) async fn of(
-        &self,
-        c: &impl GenericClient,
-        resource: Uuid,
-    ) -> Result<Option<Arc<VersionedRules>>, DbError> {
-        if let Some(known) = self.rules.lock().unwrap_or_else(PoisonError::into_inner).get(&resource) {
-            return Ok(Some(known.clone()));
-        }
-        let Some(read) = hold::rules(c, resource).await? else { return Ok(None) };
-        let read = Arc::new(read);
-        let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
-        if rules.len() >= Self::LIMIT {
-            rules.clear();
-        }
-        rules.insert(resource, read.clone());
-        Ok(Some(read))
+    /// The rules of `resource` as last read, if this process read them.
+    pub(super) fn get(&self, resource: Uuid) -> Option<Arc<VersionedRules>> {
+        self.rules.lock().unwrap_or_else(PoisonError::into_inner).get(&resource).cloned()
     }
 
-    /// Forgets the rules of `resource`, which may have changed: the next hold reads
-    /// them again.
-    pub(super) fn forget(&self, resource: Uuid) {
-        self.rules.lock().unwrap_or_else(PoisonError::into_inner).remove(&resource);
+    /// Reads the rules of `resource` (one round trip) for the holds after this one.
+    pub(super) async fn learn(&self, c: &impl GenericClient, resource: Uuid) -> Result<(), DbError> {
+        let read = hold::rules(c, resource).await?;
+        let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
+        match read {
+            Some(read) => {
+                if rules.len() >= Self::LIMIT {
+                    rules.clear();
+                }
+                rules.insert(resource, Arc::new(read));
+            }
+            None => {
+                rules.remove(&resource);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -124,9 +124,12 @@ fn validate(req: &ReserveRequest, limits: Limits, now: DateTime<Utc>) -> Result<
 
 /// The one-round-trip hold ([`hold::HOLD`], or [`hold::HOLD_KEYED`] with a key),
 /// after the calendar rules that need no load, judged by the rules the process knows.
-/// A range they refuse goes to the general path, which judges by the rules under the
-/// lock and answers the refusal; so does a hold whose rules the statement finds
-/// changed, and the rules are read again for the next one.
+/// A resource whose rules the process does not know is sent with no version: the
+/// statement serves it when it has no rules (so a plain resource's rules are never
+/// read), and otherwise answers `general` with the version it found, and the rules are
+/// read for the next hold. A range the known rules refuse goes to the general path,
+/// which judges by the rules under the lock and answers the refusal, and the rules are
+/// read again, in case they changed.
 async fn one_statement(
     c: &impl GenericClient,
     owner: &Principal,
@@ -134,13 +137,13 @@ async fn one_statement(
     key: Option<&Answering<'_>>,
     now: DateTime<Utc>,
 ) -> Result<Attempt, BookingError> {
-    let known = calendar::KNOWN.of(c, req.resource_id).await?;
+    let known = calendar::KNOWN.get(req.resource_id);
     let with_rules = known.as_ref().is_some_and(|k| k.rules.any());
     let known_version = known.as_ref().map(|k| k.version);
     if let Some(known) = known.as_ref().filter(|_| with_rules)
         && known.rules.judge(req.start, req.end, now, Judge::Everything).is_err()
     {
-        calendar::KNOWN.forget(req.resource_id);
+        calendar::KNOWN.learn(c, req.resource_id).await?;
         return Ok(Attempt::GeneralPath);
     }
     let new = NewHold {
@@ -162,10 +165,10 @@ async fn one_statement(
     };
     match held {
         Hold::GeneralPath { rules_version } => {
-            // Rules changed since they were read (or not known to be unchanged): read
-            // them again for the next hold.
-            if rules_version.is_none() || rules_version != known_version {
-                calendar::KNOWN.forget(req.resource_id);
+            // Rules this process does not know, or knows at another version: read
+            // them for the next hold.
+            if rules_version.is_some() && rules_version != known_version {
+                calendar::KNOWN.learn(c, req.resource_id).await?;
             }
             Ok(Attempt::GeneralPath)
         }

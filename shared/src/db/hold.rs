@@ -4,7 +4,7 @@
 //! request, inserts the reservation with its event, and commits on its own. When the
 //! request carries an `Idempotency-Key`, the same statement claims the key first and
 //! stores the answer last ([`HOLD_KEYED`]), so the hold and its answer commit once.
-//! A resource's calendar rules are judged before the statement from rules read once
+//! A resource's calendar rules are judged before the statement from rules read earlier
 //! ([`RULES`]) and proved current by their version under the statement's lock.
 //! What the statement cannot decide (upstream resources, calendar rules not proved
 //! current, a range refused for kept buffers, lapsed holds owed to the waitlist) it
