@@ -37,22 +37,27 @@ impl Known {
         self.rules.lock().unwrap_or_else(PoisonError::into_inner).get(&resource).cloned()
     }
 
-    /// Reads the rules of `resource` (one round trip) for the holds after this one.
-    pub(super) async fn learn(&self, c: &impl GenericClient, resource: Uuid) -> Result<(), DbError> {
-        let read = hold::rules(c, resource).await?;
+    /// Reads the rules of `resource` (one round trip) and keeps them; `None` when the
+    /// resource does not exist.
+    pub(super) async fn learn(
+        &self,
+        c: &impl GenericClient,
+        resource: Uuid,
+    ) -> Result<Option<Arc<VersionedRules>>, DbError> {
+        let read = hold::rules(c, resource).await?.map(Arc::new);
         let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
-        match read {
+        match &read {
             Some(read) => {
                 if rules.len() >= Self::LIMIT {
                     rules.clear();
                 }
-                rules.insert(resource, Arc::new(read));
+                rules.insert(resource, read.clone());
             }
             None => {
                 rules.remove(&resource);
             }
         }
-        Ok(())
+        Ok(read)
     }
 }
 

@@ -124,12 +124,11 @@ fn validate(req: &ReserveRequest, limits: Limits, now: DateTime<Utc>) -> Result<
 
 /// The one-round-trip hold ([`hold::HOLD`], or [`hold::HOLD_KEYED`] with a key),
 /// after the calendar rules that need no load, judged by the rules the process knows.
-/// A resource whose rules the process does not know is sent with no version: the
-/// statement serves it when it has no rules (so a plain resource's rules are never
-/// read), and otherwise answers `general` with the version it found, and the rules are
-/// read for the next hold. A range the known rules refuse goes to the general path,
-/// which judges by the rules under the lock and answers the refusal, and the rules are
-/// read again, in case they changed.
+/// A resource the process does not know yet has its rules read first (one round trip,
+/// once per process): a hold sent without them would go to the general path, whose
+/// exclusive lock would send the holds that meet it there too. A range the known rules
+/// refuse goes to the general path, which judges by the rules under the lock and
+/// answers the refusal, and the rules are read again, in case they changed.
 async fn one_statement(
     c: &impl GenericClient,
     owner: &Principal,
@@ -137,7 +136,10 @@ async fn one_statement(
     key: Option<&Answering<'_>>,
     now: DateTime<Utc>,
 ) -> Result<Attempt, BookingError> {
-    let known = calendar::KNOWN.get(req.resource_id);
+    let known = match calendar::KNOWN.get(req.resource_id) {
+        Some(known) => Some(known),
+        None => calendar::KNOWN.learn(c, req.resource_id).await?,
+    };
     let with_rules = known.as_ref().is_some_and(|k| k.rules.any());
     let known_version = known.as_ref().map(|k| k.version);
     if let Some(known) = known.as_ref().filter(|_| with_rules)
