@@ -26,7 +26,7 @@ CREATE DOMAIN public.idempotency_state AS text
 --
 
 CREATE DOMAIN public.outbox_kind AS text
-	CONSTRAINT outbox_kind_known CHECK ((VALUE = ANY ('{reservation.held,reservation.confirmed,reservation.released,reservation.expired,reservation.cancelled,reservation.failed,reservation.rescheduled,reservation.updated,waitlist.offered,waitlist.offer_expired,waitlist.cancelled,intent.requested}'::text[])));
+	CONSTRAINT outbox_kind_known CHECK ((VALUE = ANY ('{reservation.held,reservation.confirmed,reservation.released,reservation.expired,reservation.cancelled,reservation.failed,reservation.rescheduled,reservation.updated,reservation.extended,waitlist.offered,waitlist.offer_expired,waitlist.cancelled,intent.requested}'::text[])));
 
 --
 -- Name: outbox_topic; Type: DOMAIN; Schema: public; Owner: -
@@ -571,7 +571,8 @@ BEGIN
     ), upd AS (
         UPDATE reservations r
         SET starts_at = p_start, ends_at = p_end, quantity = p_quantity, metadata = p_metadata,
-            acted_by = p_acted_by, updated_at = p_now
+            acted_by = p_acted_by, updated_at = p_now,
+            reschedules = r.reschedules + CASE WHEN p_event = 'reservation.rescheduled' THEN 1 ELSE 0 END
         FROM gate
         WHERE r.id = p_id
           AND (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now, p_id) l) + p_quantity
@@ -613,7 +614,8 @@ CREATE TABLE public.reservations (
     updated_at timestamp with time zone NOT NULL,
     metadata public.reservation_metadata DEFAULT '{}'::jsonb NOT NULL,
     acted_by text,
-    buffered tstzrange NOT NULL
+    buffered tstzrange NOT NULL,
+    reschedules integer DEFAULT 0 NOT NULL
 );
 
 --
@@ -860,13 +862,21 @@ CREATE TABLE public.resources (
     slot_minutes integer,
     rules_version bigint DEFAULT 0 NOT NULL,
     has_calendar_rules boolean GENERATED ALWAYS AS (((schedule IS NOT NULL) OR (buffer_before_minutes > 0) OR (buffer_after_minutes > 0) OR (min_notice_minutes > 0) OR (max_advance_days IS NOT NULL) OR (slot_minutes IS NOT NULL))) STORED,
+    cancel_notice_minutes integer,
+    reschedule_notice_minutes integer,
+    max_reschedules integer,
+    max_hold_seconds integer,
     CONSTRAINT resources_authority_known CHECK ((authority = ANY (ARRAY['local'::text, 'upstream'::text]))),
     CONSTRAINT resources_buffers_range CHECK ((((buffer_before_minutes >= 0) AND (buffer_before_minutes <= 1440)) AND ((buffer_after_minutes >= 0) AND (buffer_after_minutes <= 1440)))),
+    CONSTRAINT resources_cancel_notice_range CHECK (((cancel_notice_minutes IS NULL) OR ((cancel_notice_minutes >= 0) AND (cancel_notice_minutes <= 525600)))),
     CONSTRAINT resources_capacity_range CHECK (((capacity >= 1) AND (capacity <= 100000))),
     CONSTRAINT resources_max_advance_range CHECK (((max_advance_days IS NULL) OR ((max_advance_days >= 1) AND (max_advance_days <= 3660)))),
+    CONSTRAINT resources_max_hold_range CHECK (((max_hold_seconds IS NULL) OR ((max_hold_seconds >= 1) AND (max_hold_seconds <= 604800)))),
+    CONSTRAINT resources_max_reschedules_range CHECK (((max_reschedules IS NULL) OR ((max_reschedules >= 0) AND (max_reschedules <= 1000)))),
     CONSTRAINT resources_metadata_object CHECK ((jsonb_typeof(metadata) = 'object'::text)),
     CONSTRAINT resources_min_notice_range CHECK (((min_notice_minutes >= 0) AND (min_notice_minutes <= 525600))),
     CONSTRAINT resources_name_length CHECK (((char_length(name) >= 1) AND (char_length(name) <= 200))),
+    CONSTRAINT resources_reschedule_notice_range CHECK (((reschedule_notice_minutes IS NULL) OR ((reschedule_notice_minutes >= 0) AND (reschedule_notice_minutes <= 525600)))),
     CONSTRAINT resources_schedule_shape CHECK (((schedule IS NULL) OR ((jsonb_typeof(schedule) = 'object'::text) AND (jsonb_typeof((schedule -> 'weekly'::text)) = 'object'::text) AND (jsonb_typeof((schedule -> 'exceptions'::text)) = 'array'::text)))),
     CONSTRAINT resources_slot_minutes_range CHECK (((slot_minutes IS NULL) OR ((slot_minutes >= 1) AND (slot_minutes <= 1440)))),
     CONSTRAINT resources_time_zone_length CHECK (((char_length(time_zone) >= 1) AND (char_length(time_zone) <= 64))),

@@ -1,7 +1,8 @@
 -- Moves a reservation to [p_start, p_end) with p_quantity (and p_metadata), only if it
 -- fits under the capacity at every instant beside everything else (the reservation
 -- itself left out: 10:00-11:00 may move to 10:30-11:30), and records p_event
--- (reservation.rescheduled, or reservation.updated when only the metadata changed).
+-- (reservation.rescheduled, or reservation.updated when only the metadata changed),
+-- counting the moves in `reschedules`.
 -- Like the insert, it first writes down the lapsed holds over the new range, and reads
 -- their count before it updates. Returns the moved row (moved = true, absent when it
 -- does not fit) and the holds it expired (moved = false). Call it under the resource
@@ -36,7 +37,8 @@ BEGIN
     ), upd AS (
         UPDATE reservations r
         SET starts_at = p_start, ends_at = p_end, quantity = p_quantity, metadata = p_metadata,
-            acted_by = p_acted_by, updated_at = p_now
+            acted_by = p_acted_by, updated_at = p_now,
+            reschedules = r.reschedules + CASE WHEN p_event = 'reservation.rescheduled' THEN 1 ELSE 0 END
         FROM gate
         WHERE r.id = p_id
           AND (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now, p_id) l) + p_quantity

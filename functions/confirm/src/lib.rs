@@ -1,4 +1,5 @@
-//! The `confirm` function: `POST /v1/reservations/{id}/confirm`.
+//! The `confirm` function: `POST /v1/reservations/{id}/confirm`, and
+//! `POST /v1/reservations/{id}/extend`, which keeps a hold longer.
 //!
 //! A local resource's hold becomes `CONFIRMED` under the reservation's row lock. An
 //! upstream resource's hold becomes `CONFIRMING` with an intent for the worker (202),
@@ -20,14 +21,22 @@ pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, E
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {
     let matched = route_for(req.method(), req.uri().path(), Function::Confirm)?;
     let who = principal(req, &state.config)?;
-    if matched.spec.op != Op::ConfirmReservation {
-        return Err(ApiError::RouteNotFound);
-    }
     let id = matched.id(ApiError::ReservationNotFound)?;
     // The body is optional and, when given, must be `{}`: it has no fields.
     let body = json_body(req, EmptyBody::Allowed)?;
     body.read(|_| Some(()))?;
     let fingerprint = fingerprint(req, &body.canonical);
+    match matched.spec.op {
+        Op::ConfirmReservation => {}
+        Op::ExtendReservation => {
+            return run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+                let r = booking::extend(tx, &who, id, state.clock.now()).await?;
+                Ok(Reply::json(StatusCode::OK, &r))
+            })
+            .await;
+        }
+        _ => return Err(ApiError::RouteNotFound),
+    }
     let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
     let mut queued = false;
     let response = run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {

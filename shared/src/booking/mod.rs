@@ -23,6 +23,7 @@ mod availability;
 mod calendar;
 mod confirm;
 mod cursor;
+mod extend;
 mod handover;
 mod hold;
 mod lists;
@@ -40,6 +41,7 @@ pub use availability::{
 };
 pub use confirm::{Confirmed, confirm};
 pub use cursor::CursorKey;
+pub use extend::extend;
 pub use handover::{hand_over, on_freed};
 pub use hold::{Approval, Attempt, ReserveRequest, Reserved, hold_at_once, reserve};
 pub use lists::{
@@ -59,6 +61,7 @@ pub use webhooks::{
 };
 
 use crate::db::{self, DbError};
+use crate::domain::policies::Closed;
 use crate::domain::{FieldError, Rule, Status};
 
 /// Expected outcomes that are not successes, and the one unexpected kind (`Db`).
@@ -91,6 +94,15 @@ pub enum BookingError {
     RescheduleNotSupported,
     #[error("the capacity is in use ahead")]
     CapacityInUse { peak: i64 },
+    /// The owner's deadline to cancel or move the booking has passed.
+    #[error("the {} deadline has passed", .0.deadline.field())]
+    PolicyWindowClosed(Closed),
+    /// The booking was moved as often as the resource allows.
+    #[error("the booking was moved {max} times already")]
+    RescheduleLimit { max: i32 },
+    /// The hold cannot be kept longer.
+    #[error("the hold cannot be extended")]
+    HoldExtensionLimit,
     /// The range breaks one of the resource's calendar rules.
     #[error("the range breaks the calendar rule {}", .0.as_str())]
     OutsideSchedule(Rule),

@@ -4,6 +4,7 @@
 use super::BookingError;
 use super::on_freed;
 use crate::db::{DbError, GenericClient, intents, outbox, reservations, resources};
+use crate::domain::policies::Deadline;
 use crate::domain::{Authority, Principal, Reservation, Resource, Status};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -23,7 +24,9 @@ pub(super) async fn lock_owned(
     }
 }
 
-/// Releases a hold or cancels a booking; deleting again answers the current state.
+/// Releases a hold or cancels a booking; deleting again answers the current state. An
+/// owner's cancel is refused past the resource's `cancel_notice_minutes`; a hold's
+/// release never is.
 pub async fn release(
     tx: &impl GenericClient,
     who: &Principal,
@@ -34,7 +37,13 @@ pub async fn release(
     let next = match r.status {
         Status::Held if r.is_lapsed(now) => Status::Expired,
         Status::Held => Status::Released,
-        Status::Confirmed => Status::Cancelled,
+        Status::Confirmed => {
+            // An owner cancels within the resource's notice; an admin at any time.
+            if !who.admin {
+                resource.policies.check(Deadline::Cancel, r.start, now).map_err(BookingError::PolicyWindowClosed)?;
+            }
+            Status::Cancelled
+        }
         Status::Confirming => return Err(BookingError::InFlight),
         Status::Released | Status::Expired | Status::Cancelled | Status::Failed => {
             return Ok(Released { reservation: r.as_of(now), upstream_cancel: false });

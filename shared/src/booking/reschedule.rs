@@ -2,11 +2,13 @@
 //! (new `metadata`), in one transaction under the resource lock, as a reserve would
 //! be judged, with the reservation left out of its own conflict check. A hold keeps
 //! its expiry and a booking stays confirmed; capacity the move frees goes to the
-//! waitlist in the same transaction.
+//! waitlist in the same transaction. An owner's move is held to the resource's
+//! `reschedule_notice_minutes` and `max_reschedules`; an admin's is not.
 
 use super::release::lock_owned;
 use super::{BookingError, calendar, hand_over, invalid, on_freed};
 use crate::db::{GenericClient, reservations};
+use crate::domain::policies::Deadline;
 use crate::domain::{Authority, EventKind, Judge, Limits, Metadata, Principal, Reservation, Status, validate_range};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -60,6 +62,15 @@ pub async fn reschedule(
         }
         if resource.archived_at.is_some() {
             return Err(BookingError::ResourceArchived);
+        }
+        if !who.admin {
+            // The owner's deadline and count of moves; an admin is held to neither.
+            resource.policies.check(Deadline::Reschedule, r.start, now).map_err(BookingError::PolicyWindowClosed)?;
+            if let Some(max) = resource.policies.max_reschedules
+                && reservations::reschedules(tx, id).await? >= max
+            {
+                return Err(BookingError::RescheduleLimit { max });
+            }
         }
         let mut errors = validate_range(start, end, now, limits);
         if change.start.is_none() {

@@ -10,7 +10,10 @@
 
 use super::{BookingError, hand_over, on_freed};
 use crate::db::{GenericClient, lapse, reservations, resources, waitlist};
-use crate::domain::{Authority, CalendarChange, CalendarRules, FieldError, Limits, Metadata, Principal, Resource};
+use crate::domain::{
+    Authority, CalendarChange, CalendarRules, FieldError, Limits, Metadata, Policies, PoliciesChange, Principal,
+    Resource,
+};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -24,6 +27,8 @@ pub struct NewResource {
     pub metadata: Metadata,
     /// The calendar rules given; the rest are the defaults (UTC, always open).
     pub calendar: CalendarChange,
+    /// The policies given; the rest are none.
+    pub policies: PoliciesChange,
 }
 
 pub struct ResourceDefaults {
@@ -60,6 +65,9 @@ pub async fn create_resource(
         errors.push(FieldError::new("capacity", "must be 1 when authority is upstream"));
     }
     check_ttls(new.hold_ttl_seconds, new.offer_ttl_seconds, &mut errors);
+    let hold_ttl_seconds = new.hold_ttl_seconds.unwrap_or(defaults.hold_ttl_seconds);
+    let policies = new.policies.apply(&Policies::default());
+    check_max_hold(&policies, hold_ttl_seconds, &mut errors);
     if !errors.is_empty() {
         return Err(BookingError::Validation(errors));
     }
@@ -71,12 +79,13 @@ pub async fn create_resource(
             capacity: new.capacity,
             authority: new.authority,
             upstream_ref: new.upstream_ref.as_deref(),
-            hold_ttl_seconds: new.hold_ttl_seconds.unwrap_or(defaults.hold_ttl_seconds),
+            hold_ttl_seconds,
             offer_ttl_seconds: new.offer_ttl_seconds.unwrap_or(defaults.offer_ttl_seconds),
             metadata: &new.metadata,
             created_by: &by.id,
             created_at: now,
             calendar: &new.calendar.apply(&CalendarRules::default()),
+            policies: &policies,
         },
     )
     .await?)
@@ -110,6 +119,13 @@ fn check_ttls(hold: Option<i32>, offer: Option<i32>, errors: &mut Vec<FieldError
     }
 }
 
+/// A hold is kept at least its TTL: a longest hold below it could never be reached.
+fn check_max_hold(policies: &Policies, hold_ttl_seconds: i32, errors: &mut Vec<FieldError>) {
+    if policies.max_hold_seconds.is_some_and(|max| max < hold_ttl_seconds) {
+        errors.push(FieldError::new("max_hold_seconds", "must be at least hold_ttl_seconds"));
+    }
+}
+
 /// What a `PATCH` of a resource asks to change; `None` keeps the current value. New
 /// TTLs apply to holds and offers made from now on.
 #[derive(Debug, Default)]
@@ -122,6 +138,8 @@ pub struct ResourceChange {
     /// New calendar rules: they judge reservations made from now on; those already
     /// made stay as they are.
     pub calendar: CalendarChange,
+    /// New policies: they apply to every booking from now on.
+    pub policies: PoliciesChange,
 }
 
 /// Changes a resource's settings. A higher capacity is offered to the waitlist at
@@ -150,13 +168,20 @@ pub async fn update_resource(
     if current.authority == Authority::Upstream && capacity != 1 {
         return Err(super::invalid("capacity", "must be 1 when authority is upstream"));
     }
+    let hold_ttl_seconds = change.hold_ttl_seconds.unwrap_or(current.hold_ttl_seconds);
+    let policies = change.policies.apply(&current.policies);
+    check_max_hold(&policies, hold_ttl_seconds, &mut errors);
+    if !errors.is_empty() {
+        return Err(BookingError::Validation(errors));
+    }
     let settings = resources::Settings {
         name: change.name.as_deref().unwrap_or(&current.name),
         capacity,
-        hold_ttl_seconds: change.hold_ttl_seconds.unwrap_or(current.hold_ttl_seconds),
+        hold_ttl_seconds,
         offer_ttl_seconds: change.offer_ttl_seconds.unwrap_or(current.offer_ttl_seconds),
         metadata: change.metadata.as_ref().unwrap_or(&current.metadata),
         calendar: &change.calendar.apply(&current.calendar),
+        policies: &policies,
     };
     if capacity == current.capacity {
         return Ok(resources::update_settings(tx, id, &settings, now).await?);

@@ -18,6 +18,8 @@ statements![
     LOCK,
     RESOURCE_OF,
     SET_STATUS,
+    EXTEND,
+    RESCHEDULES,
     ACTIVE_IN_WINDOW,
     KEPT_NEAR,
 ];
@@ -117,26 +119,48 @@ pub const LOCK: &str = concat!("SELECT ", columns!(), " FROM reservations WHERE 
 
 pub const RESOURCE_OF: &str = "SELECT resource_id FROM reservations WHERE id = $1";
 
+/// An update of reservation `$1` that records its event in the same statement: `$set`
+/// (the columns it writes), the event kind `$kind` (none when NULL) and the time
+/// `$now` of the event, built from the row as updated.
+macro_rules! update_with_event {
+    (set: $set:literal, kind: $kind:literal, now: $now:literal) => {
+        concat!(
+            "WITH upd AS (UPDATE reservations SET ",
+            $set,
+            " WHERE id = $1 RETURNING ",
+            columns!(),
+            "), ev AS (INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) SELECT ",
+            $kind,
+            ", upd.id, ",
+            event_payload!("upd"),
+            ", ",
+            $now,
+            ", ",
+            $now,
+            " FROM upd WHERE ",
+            $kind,
+            " IS NOT NULL) SELECT ",
+            columns!(),
+            " FROM upd"
+        )
+    };
+}
+
 /// Changes a reservation's status and records the event (`$5`, when not null) in the
 /// same statement; `$6` is who acted (NULL: the service).
-pub const SET_STATUS: &str = concat!(
-    r#"
-    WITH upd AS (
-        UPDATE reservations SET status = $2::text, failure_reason = $3::text, updated_at = $4, acted_by = $6
-        WHERE id = $1
-        RETURNING "#,
-    columns!(),
-    r#"
-    ), ev AS (
-        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT $5::text, upd.id, "#,
-    event_payload!("upd"),
-    r#", $4, $4 FROM upd WHERE $5::text IS NOT NULL
-    )
-    SELECT "#,
-    columns!(),
-    r#" FROM upd"#
+pub const SET_STATUS: &str = update_with_event!(
+    set: "status = $2::text, failure_reason = $3::text, updated_at = $4, acted_by = $6",
+    kind: "$5::text",
+    now: "$4"
 );
+
+/// Keeps a hold until `$2` and records its `reservation.extended` event (`$5`) in the
+/// same statement; `$3` is now, `$4` who acted. Run holding the reservation's lock.
+pub const EXTEND: &str =
+    update_with_event!(set: "expires_at = $2, updated_at = $3, acted_by = $4", kind: "$5::text", now: "$3");
+
+/// How many times a reservation was moved (`reservation_move_if_fits` counts them).
+pub const RESCHEDULES: &str = "SELECT reschedules FROM reservations WHERE id = $1";
 
 /// What occupies a window: active, unlapsed reservations, in calendar order.
 pub const ACTIVE_IN_WINDOW: &str = concat!(
@@ -263,6 +287,25 @@ pub async fn set_status(
     let event = EventKind::of_status(status).map(EventKind::as_str);
     let row = c.query_one(&stmt, &[&id, &status.as_str(), &failure, &now, &event, &acted_by]).await?;
     from_row(&row)
+}
+
+/// Keeps a hold until `until` ([`EXTEND`]).
+pub async fn extend(
+    c: &impl GenericClient,
+    id: Uuid,
+    until: DateTime<Utc>,
+    acted_by: &str,
+    now: DateTime<Utc>,
+) -> Result<Reservation, DbError> {
+    let stmt = c.prepare_cached(EXTEND).await?;
+    let event = EventKind::ReservationExtended.as_str();
+    from_row(&c.query_one(&stmt, &[&id, &until, &now, &acted_by, &event]).await?)
+}
+
+/// See [`RESCHEDULES`]; 0 for a reservation that does not exist.
+pub async fn reschedules(c: &impl GenericClient, id: Uuid) -> Result<i32, DbError> {
+    let stmt = c.prepare_cached(RESCHEDULES).await?;
+    Ok(c.query_opt(&stmt, &[&id]).await?.map(|row| row.try_get(0)).transpose()?.unwrap_or(0))
 }
 
 /// A reschedule's new range, quantity and metadata (see [`MOVE_IF_FITS`]).

@@ -18,6 +18,8 @@ text_enum! {
         ReservationRescheduled = "reservation.rescheduled",
         /// Only the metadata changed.
         ReservationUpdated = "reservation.updated",
+        /// A hold kept longer (`POST /v1/reservations/{id}/extend`).
+        ReservationExtended = "reservation.extended",
         WaitlistOffered = "waitlist.offered",
         WaitlistOfferExpired = "waitlist.offer_expired",
         WaitlistCancelled = "waitlist.cancelled",

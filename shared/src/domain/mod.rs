@@ -4,12 +4,14 @@
 pub mod calendar;
 mod load;
 mod patch;
+pub mod policies;
 mod validate;
 pub mod webhooks;
 
 pub use calendar::{CalendarChange, CalendarRules, Judge, Rule, Schedule};
 pub use load::{Claim, FreePiece, free_pieces, load_segments, peak_load};
 pub use patch::Patch;
+pub use policies::{Policies, PoliciesChange};
 pub use validate::{FieldError, Limits, Metadata, validate_metadata, validate_range};
 
 use chrono::{DateTime, Utc};
@@ -91,6 +93,9 @@ pub struct Resource {
     /// Its time zone, hours, buffers, notice, advance and grid, as fields of its own.
     #[serde(flatten)]
     pub calendar: CalendarRules,
+    /// Its deadlines for cancels and moves, and how long a hold may be kept.
+    #[serde(flatten)]
+    pub policies: Policies,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

@@ -29,7 +29,7 @@
 use super::ApiError;
 use super::request::Rfc3339;
 use crate::domain::calendar::parse_time_zone;
-use crate::domain::{CalendarChange, FieldError, Metadata, Patch, Schedule, validate_metadata};
+use crate::domain::{CalendarChange, FieldError, Metadata, Patch, PoliciesChange, Schedule, validate_metadata};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::cell::RefCell;
@@ -230,6 +230,16 @@ impl<'a> Fields<'a> {
             min_notice_minutes: self.optional("min_notice_minutes", integer(0, 525_600)),
             max_advance_days: self.clearable("max_advance_days", integer(1, 3660)),
             slot_minutes: self.clearable("slot_minutes", integer(1, 1440)),
+        }
+    }
+
+    /// The booking policies of a resource's body, each field optional, `null` clearing it.
+    pub fn policies(&mut self) -> PoliciesChange {
+        PoliciesChange {
+            cancel_notice_minutes: self.clearable("cancel_notice_minutes", integer(0, 525_600)),
+            reschedule_notice_minutes: self.clearable("reschedule_notice_minutes", integer(0, 525_600)),
+            max_reschedules: self.clearable("max_reschedules", integer(0, 1000)),
+            max_hold_seconds: self.clearable("max_hold_seconds", integer(1, 604_800)),
         }
     }
 

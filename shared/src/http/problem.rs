@@ -4,7 +4,9 @@ use super::{PROBLEM_JSON, Reply};
 use crate::booking::BookingError;
 use crate::config::AuthMode;
 use crate::db::DbError;
+use crate::domain::policies::Closed;
 use crate::domain::{FieldError, Rule};
+use chrono::{DateTime, Utc};
 use http::StatusCode;
 use serde::Serialize;
 
@@ -53,6 +55,9 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     ProblemType::RESOURCE_ARCHIVED,
     ProblemType::RESCHEDULE_NOT_SUPPORTED,
     ProblemType::CAPACITY_IN_USE,
+    ProblemType::POLICY_WINDOW_CLOSED,
+    ProblemType::RESCHEDULE_LIMIT,
+    ProblemType::HOLD_EXTENSION_LIMIT,
     ProblemType::IDEMPOTENCY_KEY_IN_PROGRESS,
     ProblemType::PAYLOAD_TOO_LARGE,
     ProblemType::URI_TOO_LONG,
@@ -174,6 +179,24 @@ impl ProblemType {
         status: 409,
         title: "Capacity in use",
         description: "Some instant from now on holds more than the requested capacity; nothing changed. Move or cancel bookings first, or choose a capacity at least as large as `detail` names.",
+    };
+    pub const POLICY_WINDOW_CLOSED: ProblemType = ProblemType {
+        slug: "policy-window-closed",
+        status: 409,
+        title: "Policy window closed",
+        description: "The resource lets an owner cancel or move a booking only until some time before its start (`policy` names the rule, `deadline` the last instant allowed), and that time has passed; nothing changed. An admin may still do it. Releasing a hold that is not confirmed is never refused.",
+    };
+    pub const RESCHEDULE_LIMIT: ProblemType = ProblemType {
+        slug: "reschedule-limit",
+        status: 409,
+        title: "Reschedule limit reached",
+        description: "The booking was already moved as many times as the resource's `max_reschedules` allows; nothing changed. Its metadata can still be changed, and an admin may still move it.",
+    };
+    pub const HOLD_EXTENSION_LIMIT: ProblemType = ProblemType {
+        slug: "hold-extension-limit",
+        status: 409,
+        title: "Hold extension limit reached",
+        description: "The hold already lasts as long as the resource's `max_hold_seconds` allows from its creation (or the resource allows no extension); its expiry is unchanged. Confirm it before it expires.",
     };
     pub const IDEMPOTENCY_KEY_IN_PROGRESS: ProblemType = ProblemType {
         slug: "idempotency-key-in-progress",
@@ -319,6 +342,12 @@ pub enum ApiError {
     RescheduleNotSupported,
     #[error("capacity in use")]
     CapacityInUse { peak: i64 },
+    #[error("policy window closed")]
+    PolicyWindowClosed(Closed),
+    #[error("reschedule limit reached")]
+    RescheduleLimit { max: i32 },
+    #[error("hold extension limit reached")]
+    HoldExtensionLimit,
     #[error("idempotency key in progress")]
     IdempotencyKeyInProgress { retry_after: u64 },
     #[error("idempotency key reused")]
@@ -373,6 +402,9 @@ impl ApiError {
             ApiError::ResourceArchived => &ProblemType::RESOURCE_ARCHIVED,
             ApiError::RescheduleNotSupported => &ProblemType::RESCHEDULE_NOT_SUPPORTED,
             ApiError::CapacityInUse { .. } => &ProblemType::CAPACITY_IN_USE,
+            ApiError::PolicyWindowClosed(_) => &ProblemType::POLICY_WINDOW_CLOSED,
+            ApiError::RescheduleLimit { .. } => &ProblemType::RESCHEDULE_LIMIT,
+            ApiError::HoldExtensionLimit => &ProblemType::HOLD_EXTENSION_LIMIT,
             ApiError::IdempotencyKeyInProgress { .. } => &ProblemType::IDEMPOTENCY_KEY_IN_PROGRESS,
             ApiError::PayloadTooLarge => &ProblemType::PAYLOAD_TOO_LARGE,
             ApiError::UriTooLong => &ProblemType::URI_TOO_LONG,
@@ -423,6 +455,15 @@ impl ApiError {
             ApiError::CapacityInUse { peak } => {
                 format!("Up to {peak} places are taken at some instant ahead; the capacity cannot go below that.")
             }
+            ApiError::PolicyWindowClosed(closed) => format!(
+                "The owner could do this until {} ({}).",
+                closed.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                closed.deadline.field()
+            ),
+            ApiError::RescheduleLimit { max } => {
+                format!("The booking was already moved {max} times, the most allowed.")
+            }
+            ApiError::HoldExtensionLimit => "The hold cannot be kept any longer.".into(),
             ApiError::IdempotencyKeyInProgress { .. } => {
                 "A request with this idempotency key is still being processed.".into()
             }
@@ -481,6 +522,12 @@ impl ApiError {
             /// The calendar rule an `outside-schedule` range breaks.
             #[serde(skip_serializing_if = "Option::is_none")]
             rule: Option<&'static str>,
+            /// The policy field whose deadline passed (`policy-window-closed`).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            policy: Option<&'static str>,
+            /// The last instant the policy allowed (`policy-window-closed`).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            deadline: Option<DateTime<Utc>>,
         }
         let errors = match &self {
             ApiError::Validation(errors) => Some(errors.as_slice()),
@@ -490,9 +537,22 @@ impl ApiError {
             ApiError::OutsideSchedule { rule } => Some(rule.as_str()),
             _ => None,
         };
+        let (policy, deadline) = match &self {
+            ApiError::PolicyWindowClosed(closed) => (Some(closed.deadline.field()), Some(closed.at)),
+            _ => (None, None),
+        };
         let kind = format!("{PROBLEM_BASE}{}", problem_type.slug);
-        let problem =
-            Problem { kind, title: problem_type.title, status: status.as_u16(), detail, instance, errors, rule };
+        let problem = Problem {
+            kind,
+            title: problem_type.title,
+            status: status.as_u16(),
+            detail,
+            instance,
+            errors,
+            rule,
+            policy,
+            deadline,
+        };
         let mut reply = Reply::json(status, &problem);
         reply.content_type = PROBLEM_JSON;
         reply.retry_after = match &self {
@@ -554,6 +614,9 @@ impl From<BookingError> for ApiError {
             BookingError::ResourceArchived => ApiError::ResourceArchived,
             BookingError::RescheduleNotSupported => ApiError::RescheduleNotSupported,
             BookingError::CapacityInUse { peak } => ApiError::CapacityInUse { peak },
+            BookingError::PolicyWindowClosed(closed) => ApiError::PolicyWindowClosed(closed),
+            BookingError::RescheduleLimit { max } => ApiError::RescheduleLimit { max },
+            BookingError::HoldExtensionLimit => ApiError::HoldExtensionLimit,
             BookingError::OutsideSchedule(rule) => ApiError::OutsideSchedule { rule },
             BookingError::Db(e) => e.into(),
         }
@@ -563,6 +626,7 @@ impl From<BookingError> for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::policies::Deadline;
 
     fn problem(e: ApiError) -> (Reply, serde_json::Value) {
         let reply = e.into_reply();
@@ -630,7 +694,12 @@ mod tests {
             ApiError::ReservationInFlight => ApiError::ResourceArchived,
             ApiError::ResourceArchived => ApiError::RescheduleNotSupported,
             ApiError::RescheduleNotSupported => ApiError::CapacityInUse { peak: 2 },
-            ApiError::CapacityInUse { .. } => ApiError::IdempotencyKeyInProgress { retry_after: 1 },
+            ApiError::CapacityInUse { .. } => {
+                ApiError::PolicyWindowClosed(Closed { deadline: Deadline::Cancel, at: chrono::DateTime::UNIX_EPOCH })
+            }
+            ApiError::PolicyWindowClosed(_) => ApiError::RescheduleLimit { max: 1 },
+            ApiError::RescheduleLimit { .. } => ApiError::HoldExtensionLimit,
+            ApiError::HoldExtensionLimit => ApiError::IdempotencyKeyInProgress { retry_after: 1 },
             ApiError::IdempotencyKeyInProgress { .. } => ApiError::IdempotencyKeyReused,
             ApiError::IdempotencyKeyReused => ApiError::OutsideSchedule { rule: Rule::Buffer },
             ApiError::OutsideSchedule { .. } => ApiError::UpstreamUnavailable { retry_after: 1 },
@@ -658,7 +727,7 @@ mod tests {
             assert_eq!((page.status, page.title), (reply.status.as_u16(), body["title"].as_str().unwrap()), "{slug}");
             answered.insert(slug);
         }
-        assert_eq!(variants, 29, "the walk reaches every variant");
+        assert_eq!(variants, 32, "the walk reaches every variant");
         let pages: std::collections::BTreeSet<_> = PROBLEM_TYPES.iter().map(|t| t.slug.to_string()).collect();
         assert_eq!(answered, pages, "every page describes a problem some variant answers");
     }

@@ -42,6 +42,7 @@ pub enum Op {
     GetReservation,
     RescheduleReservation,
     ConfirmReservation,
+    ExtendReservation,
     ReleaseReservation,
     JoinWaitlist,
     ListWaitlist,
@@ -115,6 +116,12 @@ pub const ROUTES: &[RouteSpec] = &[
         method: "POST",
         path: "/v1/reservations/{id}/confirm",
         op: Op::ConfirmReservation,
+        function: Function::Confirm,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/v1/reservations/{id}/extend",
+        op: Op::ExtendReservation,
         function: Function::Confirm,
     },
     RouteSpec {

@@ -21,6 +21,7 @@ mod lifecycle;
 mod lists;
 mod openapi;
 mod outbox;
+mod policies;
 mod schema;
 mod startup_errors;
 mod statements;

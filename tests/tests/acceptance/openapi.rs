@@ -105,6 +105,7 @@ fn the_idempotent_routes_document_the_idempotency_key_header() {
         ("post", "/v1/resources"),
         ("post", "/v1/reservations"),
         ("post", "/v1/reservations/{id}/confirm"),
+        ("post", "/v1/reservations/{id}/extend"),
         ("post", "/v1/resources/{id}/waitlist"),
         ("patch", "/v1/reservations/{id}"),
         ("patch", "/v1/resources/{id}"),
