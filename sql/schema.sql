@@ -118,7 +118,8 @@ CREATE FUNCTION public.reservation_event(p_id uuid, p_resource_id uuid, p_owner 
     SELECT jsonb_build_object('reservation_id', p_id, 'resource_id', p_resource_id, 'owner', p_owner,
                               'start', p_start, 'end', p_end, 'quantity', p_quantity, 'status', p_status,
                               'source', p_source, 'failure_reason', p_failure_reason,
-                              'metadata', p_metadata, 'acted_by', p_acted_by)
+                              'metadata', p_metadata, 'acted_by', p_acted_by,
+                              'items', reservation_items(p_id, p_resource_id, p_quantity))
 $$;
 
 --
@@ -452,10 +453,10 @@ END
 $$;
 
 --
--- Name: reservation_insert_if_fits(uuid, uuid, integer, text, timestamp with time zone, timestamp with time zone, integer, text, timestamp with time zone, text, text, timestamp with time zone, jsonb, text); Type: FUNCTION; Schema: public; Owner: -
+-- Name: reservation_insert_if_fits(uuid, uuid, integer, text, timestamp with time zone, timestamp with time zone, integer, text, timestamp with time zone, text, text, timestamp with time zone, jsonb, text, uuid, smallint, uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.reservation_insert_if_fits(p_id uuid, p_resource uuid, p_capacity integer, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_status text, p_expires_at timestamp with time zone, p_failure_reason text, p_source text, p_now timestamp with time zone, p_metadata jsonb, p_acted_by text) RETURNS TABLE(inserted boolean, id uuid, resource_id uuid, owner text, starts_at timestamp with time zone, ends_at timestamp with time zone, quantity integer, status text, expires_at timestamp with time zone, failure_reason text, source text, created_at timestamp with time zone, updated_at timestamp with time zone, metadata jsonb, acted_by text)
+CREATE FUNCTION public.reservation_insert_if_fits(p_id uuid, p_resource uuid, p_capacity integer, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_status text, p_expires_at timestamp with time zone, p_failure_reason text, p_source text, p_now timestamp with time zone, p_metadata jsonb, p_acted_by text, p_booking_id uuid, p_item smallint, p_pool_id uuid) RETURNS TABLE(inserted boolean, id uuid, resource_id uuid, owner text, starts_at timestamp with time zone, ends_at timestamp with time zone, quantity integer, status text, expires_at timestamp with time zone, failure_reason text, source text, created_at timestamp with time zone, updated_at timestamp with time zone, metadata jsonb, acted_by text)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -474,15 +475,16 @@ BEGIN
                                  exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by),
                p_now, p_now
         FROM exp
+        WHERE NOT reservation_is_item(exp.id)
         RETURNING 1
     ), gate AS (
         SELECT count(*) AS expired FROM exp
     ), ins AS (
         INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity,
                                        status, expires_at, failure_reason, source, created_at, updated_at,
-                                       metadata, acted_by)
+                                       metadata, acted_by, booking_id, item, pool_id)
         SELECT p_id, p_resource, p_capacity, p_owner, p_start, p_end, p_quantity, p_status, p_expires_at,
-               p_failure_reason, p_source, p_now, p_now, p_metadata, p_acted_by
+               p_failure_reason, p_source, p_now, p_now, p_metadata, p_acted_by, p_booking_id, p_item, p_pool_id
         FROM gate
         WHERE (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now) l) + p_quantity <= p_capacity
         RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
@@ -495,12 +497,37 @@ BEGIN
                                  ins.status, ins.source, ins.failure_reason, ins.metadata, ins.acted_by),
                p_now, p_now
         -- After the expiries' events (exp_ev), so the log reads in the order things happened.
-        FROM ins, (SELECT count(*) FROM exp_ev) AS expiries_logged WHERE ins.status IN ('HELD', 'CONFIRMED')
+        FROM ins, (SELECT count(*) FROM exp_ev) AS expiries_logged
+        WHERE ins.status IN ('HELD', 'CONFIRMED') AND p_booking_id IS NULL
     )
     SELECT true, ins.* FROM ins
     UNION ALL
     SELECT false, exp.* FROM exp;
 END
+$$;
+
+--
+-- Name: reservation_is_item(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_is_item(p_id uuid) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM reservations r WHERE r.id = p_id AND r.booking_id <> r.id)
+$$;
+
+--
+-- Name: reservation_items(uuid, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_items(p_id uuid, p_resource_id uuid, p_quantity integer) RETURNS jsonb
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce(
+        (SELECT jsonb_agg(jsonb_build_object('resource_id', i.resource_id, 'pool_id', i.pool_id,
+                                             'quantity', i.quantity) ORDER BY i.item)
+         FROM reservations i WHERE i.booking_id = p_id),
+        jsonb_build_array(jsonb_build_object('resource_id', p_resource_id, 'pool_id', NULL, 'quantity', p_quantity)))
 $$;
 
 --
@@ -565,6 +592,7 @@ BEGIN
                                  exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by),
                p_now, p_now
         FROM exp
+        WHERE NOT reservation_is_item(exp.id)
         RETURNING 1
     ), gate AS (
         SELECT count(*) AS expired FROM exp
@@ -586,6 +614,8 @@ BEGIN
                                  upd.status, upd.source, upd.failure_reason, upd.metadata, upd.acted_by),
                p_now, p_now
         FROM upd, (SELECT count(*) FROM exp_ev) AS expiries_logged
+        -- An item of a booking of several: its lead's move is the booking's event.
+        WHERE NOT reservation_is_item(upd.id)
     )
     SELECT true, upd.* FROM upd
     UNION ALL
@@ -615,7 +645,12 @@ CREATE TABLE public.reservations (
     metadata public.reservation_metadata DEFAULT '{}'::jsonb NOT NULL,
     acted_by text,
     buffered tstzrange NOT NULL,
-    reschedules integer DEFAULT 0 NOT NULL
+    booking_id uuid,
+    item smallint,
+    pool_id uuid,
+    reschedules integer DEFAULT 0 NOT NULL,
+    CONSTRAINT reservations_item_of_booking CHECK (((booking_id IS NULL) = (item IS NULL))),
+    CONSTRAINT reservations_pool_in_booking CHECK (((pool_id IS NULL) OR (booking_id IS NOT NULL)))
 );
 
 --
@@ -837,6 +872,31 @@ CREATE TABLE public.outbox_stalled_subjects (
 );
 
 --
+-- Name: pool_members; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.pool_members (
+    pool_id uuid NOT NULL,
+    resource_id uuid NOT NULL,
+    "position" integer NOT NULL
+);
+
+--
+-- Name: pools; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.pools (
+    id uuid NOT NULL,
+    name text NOT NULL,
+    strategy text NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT pools_name_length CHECK (((char_length(name) >= 1) AND (char_length(name) <= 200))),
+    CONSTRAINT pools_strategy_known CHECK ((strategy = ANY (ARRAY['least_booked'::text, 'ordered'::text])))
+);
+
+--
 -- Name: resources; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1044,6 +1104,27 @@ ALTER TABLE ONLY public.outbox_stalled_subjects
     ADD CONSTRAINT outbox_stalled_subjects_pkey PRIMARY KEY (topic, subject_id);
 
 --
+-- Name: pool_members pool_members_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.pool_members
+    ADD CONSTRAINT pool_members_pkey PRIMARY KEY (pool_id, resource_id);
+
+--
+-- Name: pool_members pool_members_position_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.pool_members
+    ADD CONSTRAINT pool_members_position_key UNIQUE (pool_id, "position");
+
+--
+-- Name: pools pools_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.pools
+    ADD CONSTRAINT pools_pkey PRIMARY KEY (id);
+
+--
 -- Name: reservations reservations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1175,10 +1256,22 @@ CREATE INDEX outbox_pending_idx ON public.outbox USING btree (topic, next_attemp
 CREATE INDEX outbox_published_idx ON public.outbox USING btree (published_at) WHERE (published_at IS NOT NULL);
 
 --
+-- Name: pools_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX pools_created_idx ON public.pools USING btree (created_at, id);
+
+--
 -- Name: reservations_active_period_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX reservations_active_period_idx ON public.reservations USING gist (resource_id, period) WHERE ((status)::text = ANY (ARRAY['HELD'::text, 'CONFIRMING'::text, 'CONFIRMED'::text]));
+
+--
+-- Name: reservations_booking_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reservations_booking_idx ON public.reservations USING btree (booking_id, item) WHERE (booking_id IS NOT NULL);
 
 --
 -- Name: reservations_created_idx; Type: INDEX; Schema: public; Owner: -
@@ -1315,6 +1408,20 @@ ALTER TABLE ONLY public.intents
 
 ALTER TABLE ONLY public.intents
     ADD CONSTRAINT intents_waitlist_entry_fkey FOREIGN KEY (waitlist_entry_id) REFERENCES public.waitlist_entries(id);
+
+--
+-- Name: pool_members pool_members_pool_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.pool_members
+    ADD CONSTRAINT pool_members_pool_fkey FOREIGN KEY (pool_id) REFERENCES public.pools(id) ON DELETE CASCADE;
+
+--
+-- Name: pool_members pool_members_resource_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.pool_members
+    ADD CONSTRAINT pool_members_resource_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id);
 
 --
 -- Name: reservations reservations_resource_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -1,5 +1,6 @@
 -- What a reservation event carries (the outbox payload), with the reservation's
--- metadata and the principal who acted (null: the service). STABLE, as
+-- metadata, the principal who acted (null: the service) and the booking's `items`
+-- (reservation_items). STABLE, as
 -- jsonb_build_object is (a timestamp's text follows the session's settings): a
 -- function declared less volatile than its body is never inlined, and this one is
 -- inlined into every statement that writes an event.
@@ -10,5 +11,6 @@ CREATE OR REPLACE FUNCTION reservation_event(
     SELECT jsonb_build_object('reservation_id', p_id, 'resource_id', p_resource_id, 'owner', p_owner,
                               'start', p_start, 'end', p_end, 'quantity', p_quantity, 'status', p_status,
                               'source', p_source, 'failure_reason', p_failure_reason,
-                              'metadata', p_metadata, 'acted_by', p_acted_by)
+                              'metadata', p_metadata, 'acted_by', p_acted_by,
+                              'items', reservation_items(p_id, p_resource_id, p_quantity))
 $$;

@@ -10,12 +10,17 @@
 -- wants exactly the declared `text` and `jsonb`, which the domain columns are not,
 -- hence the casts in the RETURNING lists.
 --
+-- An item of a booking of several (p_booking_id, the lead row's id, p_item and p_pool_id
+-- set) records no event: the booking records one, once all its items are in. Lapsed
+-- items of other bookings expire without events of their own; their lead's expiry is
+-- the event.
+--
 -- Call it only while holding the resource lock, in a statement after the one that took
 -- it, so that its snapshot includes every committed competitor.
 CREATE OR REPLACE FUNCTION reservation_insert_if_fits(
     p_id uuid, p_resource uuid, p_capacity integer, p_owner text, p_start timestamptz, p_end timestamptz,
     p_quantity integer, p_status text, p_expires_at timestamptz, p_failure_reason text, p_source text,
-    p_now timestamptz, p_metadata jsonb, p_acted_by text
+    p_now timestamptz, p_metadata jsonb, p_acted_by text, p_booking_id uuid, p_item smallint, p_pool_id uuid
 ) RETURNS TABLE (
     inserted boolean, id uuid, resource_id uuid, owner text, starts_at timestamptz, ends_at timestamptz,
     quantity integer, status text, expires_at timestamptz, failure_reason text, source text,
@@ -37,15 +42,16 @@ BEGIN
                                  exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by),
                p_now, p_now
         FROM exp
+        WHERE NOT reservation_is_item(exp.id)
         RETURNING 1
     ), gate AS (
         SELECT count(*) AS expired FROM exp
     ), ins AS (
         INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity,
                                        status, expires_at, failure_reason, source, created_at, updated_at,
-                                       metadata, acted_by)
+                                       metadata, acted_by, booking_id, item, pool_id)
         SELECT p_id, p_resource, p_capacity, p_owner, p_start, p_end, p_quantity, p_status, p_expires_at,
-               p_failure_reason, p_source, p_now, p_now, p_metadata, p_acted_by
+               p_failure_reason, p_source, p_now, p_now, p_metadata, p_acted_by, p_booking_id, p_item, p_pool_id
         FROM gate
         WHERE (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now) l) + p_quantity <= p_capacity
         RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
@@ -58,7 +64,8 @@ BEGIN
                                  ins.status, ins.source, ins.failure_reason, ins.metadata, ins.acted_by),
                p_now, p_now
         -- After the expiries' events (exp_ev), so the log reads in the order things happened.
-        FROM ins, (SELECT count(*) FROM exp_ev) AS expiries_logged WHERE ins.status IN ('HELD', 'CONFIRMED')
+        FROM ins, (SELECT count(*) FROM exp_ev) AS expiries_logged
+        WHERE ins.status IN ('HELD', 'CONFIRMED') AND p_booking_id IS NULL
     )
     SELECT true, ins.* FROM ins
     UNION ALL

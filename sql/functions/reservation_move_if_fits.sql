@@ -31,6 +31,7 @@ BEGIN
                                  exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by),
                p_now, p_now
         FROM exp
+        WHERE NOT reservation_is_item(exp.id)
         RETURNING 1
     ), gate AS (
         SELECT count(*) AS expired FROM exp
@@ -52,6 +53,8 @@ BEGIN
                                  upd.status, upd.source, upd.failure_reason, upd.metadata, upd.acted_by),
                p_now, p_now
         FROM upd, (SELECT count(*) FROM exp_ev) AS expiries_logged
+        -- An item of a booking of several: its lead's move is the booking's event.
+        WHERE NOT reservation_is_item(upd.id)
     )
     SELECT true, upd.* FROM upd
     UNION ALL

@@ -9,12 +9,17 @@
 //! `GET /v1/webhooks/{id}` (never the secret), `POST /v1/webhooks/{id}/rotate-secret`
 //! (a new secret, shown once; the old one signs beside it for a while) and
 //! `DELETE /v1/webhooks/{id}`.
+//!
+//! Pools, which an item of a booking is picked from: `POST /v1/pools`,
+//! `PATCH /v1/pools/{id}` (both inside the idempotency guard) and
+//! `DELETE /v1/pools/{id}` are for admins; `GET /v1/pools` and `GET /v1/pools/{id}` for
+//! every principal.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use shared::AppState;
-use shared::booking::{self, NewResource, ResourceChange, ResourceDefaults, WebhookRequest};
-use shared::domain::Authority;
+use shared::booking::{self, NewPool, NewResource, PoolChange, ResourceChange, ResourceDefaults, WebhookRequest};
+use shared::domain::{Authority, PoolStrategy};
 use shared::http::fields::{self, Fields};
 use shared::http::{
     ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, resources_query, respond, route_for,
@@ -133,8 +138,75 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             })
             .await
         }
+        Op::CreatePool | Op::UpdatePool | Op::DeletePool if !who.admin => Err(ApiError::Forbidden),
+        Op::CreatePool => {
+            let body = json_body(req, EmptyBody::Refused)?;
+            let new = body.read(create_pool)?;
+            let fingerprint = fingerprint(req, &body.canonical);
+            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+                let p = booking::create_pool(tx, &who, new, state.clock.now()).await?;
+                Ok(Reply::json(StatusCode::CREATED, &p).with_location(format!("/v1/pools/{}", p.id)))
+            })
+            .await
+        }
+        Op::ListPools => {
+            let page = waitlist_query(req)?;
+            let client = state.pool.get().await?;
+            let key = state.cursor_key(&client).await?;
+            Ok(Reply::json(StatusCode::OK, &booking::list_pools(&client, key, page).await?).into_response())
+        }
+        Op::GetPool => {
+            let id = matched.id(ApiError::PoolNotFound)?;
+            let client = state.pool.get().await?;
+            Ok(Reply::json(StatusCode::OK, &booking::get_pool(&client, id).await?).into_response())
+        }
+        Op::UpdatePool => {
+            let id = matched.id(ApiError::PoolNotFound)?;
+            let body = json_body(req, EmptyBody::Refused)?;
+            let change = body.read(update_pool)?;
+            let fingerprint = fingerprint(req, &body.canonical);
+            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+                let p = booking::update_pool(tx, id, change, state.clock.now()).await?;
+                Ok(Reply::json(StatusCode::OK, &p))
+            })
+            .await
+        }
+        Op::DeletePool => {
+            let id = matched.id(ApiError::PoolNotFound)?;
+            let client = state.pool.get().await?;
+            booking::delete_pool(&client, id).await?;
+            Ok(Reply::empty(StatusCode::NO_CONTENT).into_response())
+        }
         _ => Err(ApiError::RouteNotFound),
     }
+}
+
+const STRATEGIES: &[&str] = &["least_booked", "ordered"];
+
+fn strategy(word: &str) -> PoolStrategy {
+    word.parse().unwrap_or(PoolStrategy::LeastBooked)
+}
+
+/// The body of `POST /v1/pools`.
+fn create_pool(f: &mut Fields<'_>) -> Option<NewPool> {
+    let name = f.required("name", fields::text(1, 200));
+    let resource_ids = f.required("resource_ids", fields::uuids(booking::MAX_MEMBERS));
+    let strategy = f.optional("strategy", fields::one_of(STRATEGIES)).map_or(PoolStrategy::LeastBooked, strategy);
+    Some(NewPool { name: name?, resource_ids: resource_ids?, strategy })
+}
+
+/// The body of `PATCH /v1/pools/{id}`: any of these, at least one.
+fn update_pool(f: &mut Fields<'_>) -> Option<PoolChange> {
+    let change = PoolChange {
+        name: f.optional("name", fields::text(1, 200)),
+        resource_ids: f.optional("resource_ids", fields::uuids(booking::MAX_MEMBERS)),
+        strategy: f.optional("strategy", fields::one_of(STRATEGIES)).map(strategy),
+    };
+    if f.is_empty() {
+        f.refuse("body", "must change at least one of name, resource_ids, strategy");
+        return None;
+    }
+    Some(change)
 }
 
 /// The body of `POST /v1/webhooks`. Which URLs and event types are allowed is the

@@ -17,8 +17,8 @@ use serde::Serialize;
 use shared::AppState;
 use shared::booking;
 use shared::http::{
-    ApiError, Function, Op, Reply, Rfc3339, own_waitlist_query, principal, query_param, reservations_query, respond,
-    route_for, waitlist_query,
+    ApiError, Function, Op, Reply, Rfc3339, own_waitlist_query, principal, query_param, query_params,
+    reservations_query, respond, route_for, waitlist_query,
 };
 use shared::upstream::{UpstreamError, cache};
 
@@ -115,10 +115,35 @@ async fn calendar_read(
                 booking::slots(&client, &resource, ask, external.as_deref(), state.config.limits(), now).await?;
             Reply::json(StatusCode::OK, &Slots { slots })
         }
-        Op::FindSlots => {
+        Op::FindSlots if together(req)? => {
+            // The starts at which every resource, and some member of every pool, is
+            // free under its own rules and grid.
             let ask = slots_query(req)?;
             booking::check_window(ask.from, ask.to, state.config.max_availability_window)?;
-            let ids = resource_ids(req)?;
+            let (ids, pools) = (resource_ids(req, true)?, pool_ids(req)?);
+            let mut targets = Vec::with_capacity(ids.len() + pools.len());
+            for id in ids {
+                let resource = booking::get_resource(&state.pool.get().await?, id).await?;
+                targets.push(vec![read_slots(state, &resource, ask, now).await?]);
+            }
+            for id in pools {
+                let pool = booking::get_pool(&state.pool.get().await?, id).await?;
+                let mut members = Vec::with_capacity(pool.resource_ids.len());
+                for member in pool.resource_ids {
+                    let resource = booking::get_resource(&state.pool.get().await?, member).await?;
+                    members.push(read_slots(state, &resource, ask, now).await?);
+                }
+                targets.push(members);
+            }
+            Reply::json(StatusCode::OK, &booking::slots_together(&targets))
+        }
+        Op::FindSlots => {
+            if !query_params(req, "pool_id")?.is_empty() {
+                return Err(ApiError::validation("pool_id", "is read only with together=true"));
+            }
+            let ask = slots_query(req)?;
+            booking::check_window(ask.from, ask.to, state.config.max_availability_window)?;
+            let ids = resource_ids(req, false)?;
             let mut resources = Vec::with_capacity(ids.len());
             for id in ids {
                 let resource = booking::get_resource(&state.pool.get().await?, id).await?;
@@ -177,20 +202,57 @@ struct FoundSlots {
 const MAX_RESOURCES: usize = 20;
 
 /// The `resource_id`s of `GET /v1/slots`: 1 to [`MAX_RESOURCES`] UUIDs, each once.
-fn resource_ids(req: &Request) -> Result<Vec<uuid::Uuid>, ApiError> {
-    let raw = shared::http::query_params(req, "resource_id")?;
-    if raw.is_empty() || raw.len() > MAX_RESOURCES {
-        return Err(ApiError::validation("resource_id", format!("must be given 1 to {MAX_RESOURCES} times")));
+fn resource_ids(req: &Request, with_pools: bool) -> Result<Vec<uuid::Uuid>, ApiError> {
+    let ids = ids_of(req, "resource_id")?;
+    let pools = if with_pools { query_params(req, "pool_id")?.len() } else { 0 };
+    if (ids.is_empty() && pools == 0) || ids.len() + pools > MAX_RESOURCES {
+        let message = if with_pools {
+            format!("must be given, with pool_id, 1 to {MAX_RESOURCES} times")
+        } else {
+            format!("must be given 1 to {MAX_RESOURCES} times")
+        };
+        return Err(ApiError::validation("resource_id", message));
     }
-    let mut ids = Vec::with_capacity(raw.len());
-    for r in raw {
+    Ok(ids)
+}
+
+/// The `pool_id`s of a slots read for a group, each once.
+fn pool_ids(req: &Request) -> Result<Vec<uuid::Uuid>, ApiError> {
+    ids_of(req, "pool_id")
+}
+
+/// The distinct UUIDs of a repeated query parameter, in order.
+fn ids_of(req: &Request, name: &str) -> Result<Vec<uuid::Uuid>, ApiError> {
+    let mut ids = Vec::new();
+    for r in query_params(req, name)? {
         let id = shared::http::fields::uuid(&serde_json::Value::String(r))
-            .map_err(|message| ApiError::validation("resource_id", message))?;
+            .map_err(|message| ApiError::validation(name, message))?;
         if !ids.contains(&id) {
             ids.push(id);
         }
     }
     Ok(ids)
+}
+
+/// `together=true`: one list of starts for the whole group.
+fn together(req: &Request) -> Result<bool, ApiError> {
+    match query_param(req, "together").as_deref() {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(ApiError::validation("together", "must be true or false")),
+    }
+}
+
+/// One resource's bookable starts, as `GET /v1/resources/{id}/slots` reads them.
+async fn read_slots(
+    state: &AppState,
+    resource: &shared::domain::Resource,
+    ask: booking::SlotsRequest,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<shared::domain::calendar::Slot>, ApiError> {
+    let external = external_view(state, resource, ask.from, ask.to).await?;
+    let client = state.pool.get().await?;
+    Ok(booking::slots(&client, resource, ask, external.as_deref(), state.config.limits(), now).await?)
 }
 
 /// `from`, `to`, `duration` (ISO 8601, such as `PT1H` or `PT30M`) and `quantity`

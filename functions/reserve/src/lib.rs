@@ -14,7 +14,8 @@ use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use shared::AppState;
 use shared::booking::{
-    self, Approval, Attempt, Change, Confirmation, JoinRequest, Joined, Rescheduled, ReserveRequest, Reserved,
+    self, Approval, Attempt, Change, Confirmation, GroupRequest, ItemRequest, JoinRequest, Joined, Rescheduled,
+    ReserveRequest, Reserved, Target,
 };
 use shared::http::fields::{self, Fields};
 use shared::http::{
@@ -60,7 +61,10 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     match matched.spec.op {
         Op::CreateReservation => {
             let body = json_body(req, EmptyBody::Refused)?;
-            let input = body.read(create_reservation_body)?;
+            let input = match body.read(create_reservation_body)? {
+                Booking::One(input) => input,
+                Booking::Several(group) => return reserve_items(state, &who, req, matched.spec, &body, group).await,
+            };
             let limits = state.config.limits();
             let fingerprint = fingerprint(req, &body.canonical);
             let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
@@ -162,15 +166,101 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     }
 }
 
-/// The body of `POST /v1/reservations`.
-fn create_reservation_body(f: &mut Fields<'_>) -> Option<ReserveRequest> {
-    let resource_id = f.required("resource_id", fields::uuid);
+/// A booking of several items, held all or nothing in one transaction inside the
+/// idempotency guard; a refusal rolls it back.
+async fn reserve_items(
+    state: &AppState,
+    who: &shared::domain::Principal,
+    req: &Request,
+    route: &'static shared::http::RouteSpec,
+    body: &shared::http::JsonBody,
+    group: GroupRequest,
+) -> Result<Response<Body>, ApiError> {
+    let fingerprint = fingerprint(req, &body.canonical);
+    let limits = state.config.limits();
+    run_idempotent(state, who, req, route, &fingerprint, async |tx| {
+        let r = booking::reserve_items(tx, who, &group, limits, state.clock.now()).await.inspect_err(|e| {
+            if matches!(e, booking::BookingError::ItemsRefused(_)) {
+                shared::metrics::count("Conflicts");
+            }
+        })?;
+        Ok(created(req, Reserved::Reserved(r)))
+    })
+    .await
+}
+
+/// What `POST /v1/reservations` asks for: one resource, or several items.
+// One value per request, matched at once: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Booking {
+    One(ReserveRequest),
+    Several(GroupRequest),
+}
+
+/// The body of `POST /v1/reservations`: a `resource_id` (with its `quantity`), or
+/// `items`, each a `resource_id` or a `pool_id` with its `quantity`. A list of one
+/// resource is the same booking as the single form, and takes its path.
+fn create_reservation_body(f: &mut Fields<'_>) -> Option<Booking> {
+    let resource_id = f.optional("resource_id", fields::uuid);
     let start = f.required("start", fields::timestamp);
     let end = f.required("end", fields::timestamp);
-    let quantity = f.optional("quantity", fields::integer(1, i32::MAX)).unwrap_or(1);
+    let quantity = f.optional("quantity", fields::integer(1, i32::MAX));
+    let items = f.objects("items", booking::MAX_ITEMS, item_body);
     let confirmation = Confirmation::of_flag(f.optional("confirm", fields::boolean).unwrap_or(false));
     let metadata = f.metadata("metadata").unwrap_or_default();
-    Some(ReserveRequest { resource_id: resource_id?, start: start?.0, end: end?.0, quantity, confirmation, metadata })
+    let (start, end) = (start?.0, end?.0);
+    match (resource_id, items) {
+        (Some(resource_id), None) if !f.given("items") => Some(Booking::One(ReserveRequest {
+            resource_id,
+            start,
+            end,
+            quantity: quantity.unwrap_or(1),
+            confirmation,
+            metadata,
+        })),
+        (None, Some(items)) if !f.given("quantity") && !f.given("resource_id") => match items.as_slice() {
+            [ItemRequest { target: Target::Resource(resource_id), quantity }] => Some(Booking::One(ReserveRequest {
+                resource_id: *resource_id,
+                start,
+                end,
+                quantity: *quantity,
+                confirmation,
+                metadata,
+            })),
+            _ => Some(Booking::Several(GroupRequest { items, start, end, confirmation, metadata })),
+        },
+        (_, None) if f.given("items") => None,
+        (None, _) if f.given("resource_id") => None,
+        (None, None) => {
+            f.refuse("resource_id", "is required, or items");
+            None
+        }
+        _ => {
+            f.refuse("items", "must not be given with resource_id or quantity (each item has its own)");
+            None
+        }
+    }
+}
+
+/// One item of `items`: a `resource_id` or a `pool_id`, and its `quantity` (default 1).
+fn item_body(f: &mut Fields<'_>) -> Option<ItemRequest> {
+    let resource_id = f.optional("resource_id", fields::uuid);
+    let pool_id = f.optional("pool_id", fields::uuid);
+    let quantity = f.optional("quantity", fields::integer(1, i32::MAX)).unwrap_or(1);
+    let target = match (resource_id, pool_id) {
+        (Some(id), None) if !f.given("pool_id") => Target::Resource(id),
+        (None, Some(id)) if !f.given("resource_id") => Target::Pool(id),
+        (None, None) if f.given("resource_id") || f.given("pool_id") => return None,
+        (None, None) => {
+            f.refuse("resource_id", "is required, or pool_id");
+            return None;
+        }
+        _ => {
+            f.refuse("pool_id", "must not be given with resource_id");
+            return None;
+        }
+    };
+    Some(ItemRequest { target, quantity })
 }
 
 /// The body of `PATCH /v1/reservations/{id}`: any of the range, the quantity and the
@@ -215,7 +305,8 @@ mod tests {
     fn a_reservation_body_defaults_to_one_unit_held_not_confirmed() {
         let id = uuid::Uuid::now_v7();
         let body = format!(r#"{{"resource_id":"{id}","start":"2027-03-15T10:00:00Z","end":"2027-03-15T11:00:00Z"}}"#);
-        let r = json_body(&post(&body), EmptyBody::Refused).unwrap().read(create_reservation_body).unwrap();
+        let read = json_body(&post(&body), EmptyBody::Refused).unwrap().read(create_reservation_body).unwrap();
+        let super::Booking::One(r) = read else { panic!("one resource") };
         assert_eq!((r.resource_id, r.quantity, r.confirmation), (id, 1, shared::booking::Confirmation::Later));
     }
 

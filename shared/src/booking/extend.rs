@@ -2,7 +2,7 @@
 //! `max_hold_seconds` from the hold's creation (without it, a hold cannot be extended).
 
 use super::BookingError;
-use super::release::lock_owned;
+use super::release::{Owned, lock_owned};
 use crate::db::{GenericClient, reservations};
 use crate::domain::{Principal, Reservation, Status};
 use chrono::{DateTime, Duration, Utc};
@@ -17,7 +17,7 @@ pub async fn extend(
     id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Reservation, BookingError> {
-    let (resource, r) = lock_owned(tx, who, id).await?;
+    let Owned { resource, reservation: r, .. } = lock_owned(tx, who, id).await?;
     let expires_at = match (r.status, r.expires_at) {
         (Status::Held, Some(at)) if at > now => at,
         _ => return Err(BookingError::NotHeld(r.as_of(now).status)),

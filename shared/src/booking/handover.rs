@@ -202,6 +202,7 @@ pub(crate) async fn offer(
             metadata: &Metadata::new(),
             acted_by: None,
             now,
+            item: None,
         },
     )
     .await?;

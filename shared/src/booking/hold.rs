@@ -261,6 +261,7 @@ pub async fn reserve(
         metadata: &req.metadata,
         acted_by: Some(&owner.id),
         now,
+        item: None,
     };
     let inserted = reservations::insert_if_fits(tx, &new).await;
     let inserted = match inserted {

@@ -17,9 +17,9 @@
 
 use super::cursor::{self, CursorKey, Position, Scope};
 use super::{BookingError, invalid};
-use crate::db::{GenericClient, reservation_lists, resources, waitlist, webhooks};
+use crate::db::{GenericClient, pools, reservation_lists, resources, waitlist, webhooks};
 use crate::domain::webhooks::Webhook;
-use crate::domain::{Principal, Reservation, Resource, Status, WaitlistEntry};
+use crate::domain::{Pool, Principal, Reservation, Resource, Status, WaitlistEntry};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use uuid::Uuid;
@@ -125,6 +125,18 @@ pub async fn list_webhooks(
     let after = newest_position(key, &scope, page.cursor.as_deref())?;
     let rows = webhooks::list(c, after, page.limit + 1).await?;
     Ok(cut(rows, page.limit, |w| Position::Newest { created_at: w.created_at, id: w.id }, key, &scope))
+}
+
+/// `GET /v1/pools`: the pools, newest first.
+pub async fn list_pools(
+    c: &impl GenericClient,
+    key: &CursorKey,
+    page: PageRequest,
+) -> Result<Page<Pool>, BookingError> {
+    let scope = Scope::new("pools");
+    let after = newest_position(key, &scope, page.cursor.as_deref())?;
+    let rows = pools::list(c, after, page.limit + 1).await?;
+    Ok(cut(rows, page.limit, |p| Position::Newest { created_at: p.created_at, id: p.id }, key, &scope))
 }
 
 /// `GET /v1/resources/{id}/waitlist` (admins): the whole queue, every status, in FIFO

@@ -24,9 +24,11 @@ mod calendar;
 mod confirm;
 mod cursor;
 mod extend;
+mod group;
 mod handover;
 mod hold;
 mod lists;
+mod pools;
 mod release;
 mod reschedule;
 mod resources;
@@ -42,12 +44,17 @@ pub use availability::{
 pub use confirm::{Confirmed, confirm};
 pub use cursor::CursorKey;
 pub use extend::extend;
+pub use group::{
+    GroupRequest, ItemRequest, MAX_ITEMS, Refusal, RefusedItem, SlotsTogether, Span, Target, reserve_items,
+    slots_together,
+};
 pub use handover::{hand_over, on_freed};
 pub use hold::{Approval, Attempt, ReserveRequest, Reserved, hold_at_once, reserve};
 pub use lists::{
-    DEFAULT_LIMIT, MAX_LIMIT, OwnWaitlistFilter, Page, PageRequest, ReservationFilter, list_own_waitlist,
+    DEFAULT_LIMIT, MAX_LIMIT, OwnWaitlistFilter, Page, PageRequest, ReservationFilter, list_own_waitlist, list_pools,
     list_reservations, list_resources, list_waitlist, list_webhooks,
 };
+pub use pools::{MAX_MEMBERS, NewPool, PoolChange, create_pool, delete_pool, get_pool, update_pool};
 pub(crate) use release::request_cancel;
 pub use release::{Released, release};
 pub use reschedule::{Change, Rescheduled, reschedule};
@@ -77,6 +84,15 @@ pub enum BookingError {
     WaitlistEntryNotFound,
     #[error("webhook not found")]
     WebhookNotFound,
+    #[error("pool not found")]
+    PoolNotFound(uuid::Uuid),
+    /// Items of a booking of several that could not be held: the booking was not made,
+    /// and the caller rolls its transaction back.
+    #[error("items of the booking could not be held")]
+    ItemsRefused(Vec<RefusedItem>),
+    /// An upstream resource in a booking of several items (at this place).
+    #[error("an upstream resource cannot be booked with others")]
+    UpstreamInGroup { index: usize },
     #[error("the requested capacity is taken")]
     SlotUnavailable,
     #[error("the reservation is not held")]

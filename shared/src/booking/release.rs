@@ -2,26 +2,39 @@
 //! first, in the same transaction.
 
 use super::BookingError;
-use super::on_freed;
+use super::{hand_over, on_freed};
 use crate::db::{DbError, GenericClient, intents, outbox, reservations, resources};
 use crate::domain::policies::Deadline;
 use crate::domain::{Authority, Principal, Reservation, Resource, Status};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+/// A reservation its principal may change, locked with its resources.
+pub(super) struct Owned {
+    /// The reservation's resource (a booking of several: its first item's).
+    pub resource: Resource,
+    /// The other resources of a booking of several, by id; empty otherwise.
+    pub others: Vec<Resource>,
+    pub reservation: Reservation,
+}
+
 /// Locks a reservation its principal may change (its own, or any for an admin), and
-/// its resource first (the lock order). Others' reservations are not found.
-pub(super) async fn lock_owned(
-    tx: &impl GenericClient,
-    who: &Principal,
-    id: Uuid,
-) -> Result<(Resource, Reservation), BookingError> {
-    let resource_id = reservations::resource_of(tx, id).await?.ok_or(BookingError::ReservationNotFound)?;
-    let resource = resources::lock(tx, resource_id).await?.ok_or(BookingError::ReservationNotFound)?;
-    match reservations::lock(tx, id).await? {
-        Some(r) if r.owner == who.id || who.admin => Ok((resource, r)),
-        _ => Err(BookingError::ReservationNotFound),
-    }
+/// first its resources (the lock order): every item's, by id, for a booking of several.
+/// Others' reservations are not found.
+pub(super) async fn lock_owned(tx: &impl GenericClient, who: &Principal, id: Uuid) -> Result<Owned, BookingError> {
+    let ids = reservations::resources_of_booking(tx, id).await?;
+    let mut locked = match ids.as_slice() {
+        [] => return Err(BookingError::ReservationNotFound),
+        [one] => resources::lock(tx, *one).await?.into_iter().collect(),
+        several => resources::lock_many(tx, several).await?,
+    };
+    let reservation = match reservations::lock(tx, id).await? {
+        Some(r) if r.owner == who.id || who.admin => r,
+        _ => return Err(BookingError::ReservationNotFound),
+    };
+    let at = locked.iter().position(|r| r.id == reservation.resource_id).ok_or(BookingError::ReservationNotFound)?;
+    let resource = locked.remove(at);
+    Ok(Owned { resource, others: locked, reservation })
 }
 
 /// Releases a hold or cancels a booking; deleting again answers the current state. An
@@ -33,7 +46,7 @@ pub async fn release(
     id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Released, BookingError> {
-    let (resource, r) = lock_owned(tx, who, id).await?;
+    let Owned { resource, others, reservation: r } = lock_owned(tx, who, id).await?;
     let next = match r.status {
         Status::Held if r.is_lapsed(now) => Status::Expired,
         Status::Held => Status::Released,
@@ -54,8 +67,12 @@ pub async fn release(
     // after this commits; locally the capacity is free at once.
     let upstream_cancel =
         next == Status::Cancelled && resource.authority == Authority::Upstream && request_cancel(tx, r.id, now).await?;
-    // The freed capacity goes first to the waitlist, in this same transaction.
+    // The freed capacity goes first to the waitlist, in this same transaction: on each
+    // resource of a booking of several.
     on_freed(tx, &resource, std::slice::from_ref(&r), now).await?;
+    for other in &others {
+        hand_over(tx, other, r.start, r.end, now).await?;
+    }
     Ok(Released { reservation: r.as_of(now), upstream_cancel })
 }
 

@@ -5,11 +5,14 @@
 //! waitlist in the same transaction. An owner's move is held to the resource's
 //! `reschedule_notice_minutes` and `max_reschedules`; an admin's is not.
 
-use super::release::lock_owned;
+use super::group::{Refusal, RefusedItem, Target};
+use super::release::{Owned, lock_owned};
 use super::{BookingError, calendar, hand_over, invalid, on_freed};
 use crate::db::{GenericClient, reservations};
 use crate::domain::policies::Deadline;
-use crate::domain::{Authority, EventKind, Judge, Limits, Metadata, Principal, Reservation, Status, validate_range};
+use crate::domain::{
+    Authority, EventKind, Judge, Limits, Metadata, Principal, Reservation, Resource, Status, validate_range,
+};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -44,7 +47,8 @@ pub async fn reschedule(
     limits: Limits,
     now: DateTime<Utc>,
 ) -> Result<Rescheduled, BookingError> {
-    let (resource, r) = lock_owned(tx, who, id).await?;
+    let Owned { resource, others, reservation: r } = lock_owned(tx, who, id).await?;
+    let several = r.items.len() > 1 || r.items.iter().any(|i| i.pool_id.is_some());
     match r.status {
         Status::Held if !r.is_lapsed(now) => {}
         Status::Confirmed => {}
@@ -83,16 +87,28 @@ pub async fn reschedule(
         if !errors.is_empty() {
             return Err(BookingError::Validation(errors));
         }
+        if several && quantity != r.quantity {
+            return Err(invalid("quantity", "a booking of several items moves its range only"));
+        }
         if quantity > resource.capacity {
             return Err(invalid("quantity", format!("must not exceed the capacity of {}", resource.capacity)));
         }
         // Judged as a new booking would be, under the lock lock_owned took; a booking
         // that keeps its start is not judged again on notice, advance and grid.
         let judge = if change.start.is_none() { Judge::KeepsStart } else { Judge::Everything };
+        if several {
+            let to = Moved { start, end, metadata: change.metadata.as_ref().unwrap_or(&r.metadata), judge };
+            return move_items(tx, who, &r, resource, others, to, now).await;
+        }
         let candidate = calendar::Candidate { start, end, quantity, except: Some(id) };
         calendar::judge(tx, &resource, candidate, judge, now).await?;
     }
     let metadata = change.metadata.unwrap_or_else(|| r.metadata.clone());
+    if several {
+        // Only the metadata changes: on every item, as one booking.
+        let to = Moved { start, end, metadata: &metadata, judge: Judge::KeepsStart };
+        return move_items(tx, who, &r, resource, others, to, now).await;
+    }
     let moved = reservations::move_if_fits(
         tx,
         &reservations::Move {
@@ -119,5 +135,79 @@ pub async fn reschedule(
         // With its intent, as every read of an upstream booking shows it.
         updated = reservations::get(tx, id).await?.ok_or(BookingError::ReservationNotFound)?;
     }
+    Ok(Rescheduled::Rescheduled(updated.as_of(now)))
+}
+
+/// Where a booking of several moves, with what metadata, and how its new range is
+/// judged.
+struct Moved<'a> {
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    metadata: &'a Metadata,
+    judge: Judge,
+}
+
+/// Moves every item of a booking of several to the new range (each keeps its resource,
+/// a pool's item too), all or nothing: an item that does not fit there fails the whole
+/// move with [`BookingError::ItemsRefused`], and the caller rolls back. Every resource
+/// is locked (`lock_owned`). The lead's move records the booking's one event.
+async fn move_items(
+    tx: &impl GenericClient,
+    who: &Principal,
+    r: &Reservation,
+    resource: Resource,
+    others: Vec<Resource>,
+    to: Moved<'_>,
+    now: DateTime<Utc>,
+) -> Result<Rescheduled, BookingError> {
+    let moves = (to.start, to.end) != (r.start, r.end);
+    let locked: Vec<Resource> = std::iter::once(resource).chain(others).collect();
+    let mut refused = Vec::new();
+    for (index, (item, pool_id)) in reservations::items_of_booking(tx, r.id).await?.into_iter().enumerate() {
+        let resource = locked.iter().find(|l| l.id == item.resource_id).ok_or(BookingError::ReservationNotFound)?;
+        let target = pool_id.map_or(Target::Resource(item.resource_id), Target::Pool);
+        if moves {
+            let candidate =
+                calendar::Candidate { start: to.start, end: to.end, quantity: item.quantity, except: Some(item.id) };
+            match calendar::judge(tx, resource, candidate, to.judge, now).await {
+                Ok(()) => {}
+                Err(BookingError::OutsideSchedule(rule)) => {
+                    refused.push(RefusedItem { index, target, refusal: Refusal::OutsideSchedule(rule) });
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let moved = reservations::move_if_fits(
+            tx,
+            &reservations::Move {
+                id: item.id,
+                resource_id: resource.id,
+                resource_capacity: resource.capacity,
+                start: to.start,
+                end: to.end,
+                quantity: item.quantity,
+                metadata: to.metadata,
+                acted_by: &who.id,
+                event: if moves { EventKind::ReservationRescheduled } else { EventKind::ReservationUpdated },
+                now,
+            },
+        )
+        .await?;
+        on_freed(tx, resource, &moved.expired, now).await?;
+        if moved.reservation.is_none() {
+            refused.push(RefusedItem { index, target, refusal: Refusal::Taken });
+        }
+    }
+    if !refused.is_empty() {
+        return Err(BookingError::ItemsRefused(refused));
+    }
+    if moves {
+        // Whatever of the old range the move gave up goes to each waitlist now.
+        for resource in &locked {
+            hand_over(tx, resource, r.start, r.end, now).await?;
+        }
+    }
+    let updated = reservations::get(tx, r.id).await?.ok_or(BookingError::ReservationNotFound)?;
     Ok(Rescheduled::Rescheduled(updated.as_of(now)))
 }

@@ -65,6 +65,7 @@ pub async fn start_wait(
             metadata: &Metadata::new(),
             acted_by: None,
             now,
+            item: None,
         },
     )
     .await?;

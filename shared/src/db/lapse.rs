@@ -10,17 +10,23 @@ use crate::domain::{EventKind, Reservation};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-statements![EXPIRE_LAPSED_OVERLAPPING, EXPIRE_LAPSED_KEEPING_BUFFERS, CLAIM_LAPSED, ANY_LAPSED];
+statements![EXPIRE_LAPSED_OVERLAPPING, EXPIRE_LAPSED_OVERLAPPING_ANY, EXPIRE_LAPSED_KEEPING_BUFFERS, CLAIM_LAPSED, ANY_LAPSED];
 
 /// Writes down the lapse of the held rows of resource `$1` lapsed at `$4` that also
-/// meet `$cond`, with their `$5` (`reservation.expired`) events, and returns them.
+/// meet `$cond`, with their `$5` (`reservation.expired`) events (none for the items of a
+/// booking of several but its lead), and returns them.
 macro_rules! expire_lapsed_where {
     ($cond:literal) => {
+        expire_lapsed_where!(resource: "resource_id = $1", $cond)
+    };
+    (resource: $resource:literal, $cond:literal) => {
         concat!(
             r#"
     WITH exp AS (
         UPDATE reservations SET status = 'EXPIRED', updated_at = $4, acted_by = NULL
-        WHERE resource_id = $1 AND status = 'HELD' AND expires_at <= $4 AND "#,
+        WHERE "#,
+            $resource,
+            r#" AND status = 'HELD' AND expires_at <= $4 AND "#,
             $cond,
             r#"
         RETURNING "#,
@@ -30,7 +36,7 @@ macro_rules! expire_lapsed_where {
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT $5::text, exp.id, "#,
             event_payload!("exp"),
-            r#", $4, $4 FROM exp
+            r#", $4, $4 FROM exp WHERE NOT reservation_is_item(exp.id)
     )
     SELECT "#,
             columns!(),
@@ -44,6 +50,11 @@ macro_rules! expire_lapsed_where {
 /// the time). Run it under the resource lock; it returns what it expired, for the
 /// hand-over to the waitlist. `$5` is the event kind, `reservation.expired`.
 pub const EXPIRE_LAPSED_OVERLAPPING: &str = expire_lapsed_where!("period && tstzrange($2, $3, '[)')");
+
+/// [`EXPIRE_LAPSED_OVERLAPPING`] on every resource of `$1` (an array) at once: a
+/// booking of several items, under all their locks.
+pub const EXPIRE_LAPSED_OVERLAPPING_ANY: &str =
+    expire_lapsed_where!(resource: "resource_id = ANY($1)", "period && tstzrange($2, $3, '[)')");
 
 /// [`EXPIRE_LAPSED_OVERLAPPING`] for the lapsed holds that keep buffers (`buffered`
 /// wider than `period`) and whose kept range meets `[$2, $3)`: those a new
@@ -83,7 +94,7 @@ pub const CLAIM_LAPSED: &str = concat!(
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT $3::text, exp.id, "#,
     event_payload!("exp"),
-    r#", $1, $1 FROM exp
+    r#", $1, $1 FROM exp WHERE NOT reservation_is_item(exp.id)
     )
     SELECT "#,
     columns!(),
@@ -104,6 +115,19 @@ pub async fn expire_lapsed_overlapping(
     let stmt = c.prepare_cached(EXPIRE_LAPSED_OVERLAPPING).await?;
     let kind = EventKind::ReservationExpired.as_str();
     c.query(&stmt, &[&resource_id, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
+}
+
+/// See [`EXPIRE_LAPSED_OVERLAPPING_ANY`].
+pub async fn expire_lapsed_overlapping_any(
+    c: &impl GenericClient,
+    resource_ids: &[Uuid],
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Reservation>, DbError> {
+    let stmt = c.prepare_cached(EXPIRE_LAPSED_OVERLAPPING_ANY).await?;
+    let kind = EventKind::ReservationExpired.as_str();
+    c.query(&stmt, &[&resource_ids, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
 }
 
 /// See [`EXPIRE_LAPSED_KEEPING_BUFFERS`].

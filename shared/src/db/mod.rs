@@ -35,6 +35,7 @@ statement_modules! {
     intents,
     lapse,
     outbox,
+    pools,
     reservation_lists,
     reservations,
     resources,
@@ -97,6 +98,8 @@ const FUNCTIONS: &[(&str, &str)] = &[
     ("reservation_event", include_str!("../../../sql/functions/reservation_event.sql")),
     ("reservation_hold", include_str!("../../../sql/functions/reservation_hold.sql")),
     ("reservation_insert_if_fits", include_str!("../../../sql/functions/reservation_insert_if_fits.sql")),
+    ("reservation_is_item", include_str!("../../../sql/functions/reservation_is_item.sql")),
+    ("reservation_items", include_str!("../../../sql/functions/reservation_items.sql")),
     ("reservation_load", include_str!("../../../sql/functions/reservation_load.sql")),
     ("reservation_move_if_fits", include_str!("../../../sql/functions/reservation_move_if_fits.sql")),
     ("reservation_row_valid", include_str!("../../../sql/functions/reservation_row_valid.sql")),
@@ -266,6 +269,9 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<usize, Migra
 async fn migrate_holding_the_lock(client: &mut tokio_postgres::Client) -> Result<usize, MigrateError> {
     let applied = embedded::migrations::runner().run_async(client).await?.applied_migrations().len();
     let tx = client.transaction().await?;
+    // SQL functions may call each other: their bodies are checked when first planned,
+    // not here, so the files apply in any order (as pg_dump's restores do).
+    tx.batch_execute("SET LOCAL check_function_bodies = off").await?;
     for (file, sql) in FUNCTIONS {
         tx.batch_execute(sql).await.map_err(|source| MigrateError::Function { file, source })?;
     }

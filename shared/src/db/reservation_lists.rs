@@ -25,7 +25,7 @@ macro_rules! list_page {
     SELECT r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
            r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by,
            i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts,
-           i.updated_at AS intent_updated_at
+           i.updated_at AS intent_updated_at, reservation_items(r.id, r.resource_id, r.quantity) AS items
     FROM (
         SELECT "#,
             columns!(),
@@ -34,6 +34,8 @@ macro_rules! list_page {
         WHERE "#,
             $scope,
             r#"
+          -- A booking of several is listed once, as its lead row.
+          AND (booking_id IS NULL OR booking_id = id)
           AND ($4::text[] IS NULL
                OR (CASE WHEN status = 'HELD' AND expires_at <= $3 THEN 'EXPIRED' ELSE status END) = ANY($4))
           AND ($5::timestamptz IS NULL OR ends_at > $5)

@@ -3,7 +3,7 @@
 //! is in hold.rs, the lapse in lapse.rs, the lists in reservation_lists.rs.
 
 use super::{DbError, GenericClient};
-use crate::domain::{Claim, EventKind, FailureReason, Intent, Metadata, Reservation, Source, Status};
+use crate::domain::{Claim, EventKind, FailureReason, Intent, Item, Metadata, Reservation, Source, Status};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 use tokio_postgres::types::Json;
@@ -20,6 +20,9 @@ statements![
     SET_STATUS,
     EXTEND,
     RESCHEDULES,
+    BOOKING_EVENT,
+    RESOURCES_OF_BOOKING,
+    ITEMS_OF_BOOKING,
     ACTIVE_IN_WINDOW,
     KEPT_NEAR,
 ];
@@ -32,6 +35,14 @@ macro_rules! columns {
     };
 }
 pub(super) use columns;
+
+/// The booking's items as a column `items` ([`from_row`] reads it where a statement
+/// selects it; without it, a row reads as a booking of its one resource).
+macro_rules! items {
+    ($row:literal) => {
+        concat!("reservation_items(", $row, ".id, ", $row, ".resource_id, ", $row, ".quantity) AS items")
+    };
+}
 
 /// The outbox payload of a reservation event, built from the row the statement wrote
 /// (`reservation_event`).
@@ -75,11 +86,13 @@ pub(super) use event_payload;
 ///
 /// Parameters: `$1` id, `$2` resource, `$3` its capacity, `$4` owner, `$5` start,
 /// `$6` end, `$7` quantity, `$8` status, `$9` expires_at, `$10` failure reason,
-/// `$11` source, `$12` now, `$13` metadata, `$14` acted_by.
+/// `$11` source, `$12` now, `$13` metadata, `$14` acted_by, and for an item of a
+/// booking of several `$15` the booking (its lead row's id), `$16` the item's place and
+/// `$17` the pool it was picked from (all NULL otherwise).
 pub const INSERT_IF_FITS: &str = concat!(
     "SELECT inserted, ",
     columns!(),
-    " FROM reservation_insert_if_fits($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+    " FROM reservation_insert_if_fits($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
 );
 
 /// The conditional move of a reschedule (`reservation_move_if_fits`):
@@ -110,38 +123,44 @@ pub const GET: &str = r#"
     SELECT r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
            r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by,
            i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts,
-           i.updated_at AS intent_updated_at
+           i.updated_at AS intent_updated_at, reservation_items(r.id, r.resource_id, r.quantity) AS items
     FROM reservations r
     LEFT JOIN intents i ON i.reservation_id = r.id AND i.kind IN ('reserve', 'wait')
     WHERE r.id = $1"#;
 
-pub const LOCK: &str = concat!("SELECT ", columns!(), " FROM reservations WHERE id = $1 FOR UPDATE");
+pub const LOCK: &str =
+    concat!("SELECT ", columns!(), ", ", items!("reservations"), " FROM reservations WHERE id = $1 FOR UPDATE");
 
 pub const RESOURCE_OF: &str = "SELECT resource_id FROM reservations WHERE id = $1";
 
-/// An update of reservation `$1` that records its event in the same statement: `$set`
-/// (the columns it writes), the event kind `$kind` (none when NULL) and the time
-/// `$now` of the event, built from the row as updated.
+/// An update of booking `$1` that records its event in the same statement: `$set`
+/// (the columns it writes, on every row of the booking: the reservation, or each item
+/// of a booking of several, whose lead is `$1`), the event kind `$kind` (none when
+/// NULL) and the time `$now` of the event, built from the lead row as updated, which
+/// the statement returns.
 macro_rules! update_with_event {
     (set: $set:literal, kind: $kind:literal, now: $now:literal) => {
         concat!(
             "WITH upd AS (UPDATE reservations SET ",
             $set,
-            " WHERE id = $1 RETURNING ",
+            " WHERE id = $1 OR booking_id = $1 RETURNING ",
             columns!(),
-            "), ev AS (INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) SELECT ",
+            "), lead AS (SELECT * FROM upd WHERE upd.id = $1), ",
+            "ev AS (INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) SELECT ",
             $kind,
-            ", upd.id, ",
-            event_payload!("upd"),
+            ", lead.id, ",
+            event_payload!("lead"),
             ", ",
             $now,
             ", ",
             $now,
-            " FROM upd WHERE ",
+            " FROM lead WHERE ",
             $kind,
             " IS NOT NULL) SELECT ",
             columns!(),
-            " FROM upd"
+            ", ",
+            items!("lead"),
+            " FROM lead"
         )
     };
 }
@@ -161,6 +180,26 @@ pub const EXTEND: &str =
 
 /// How many times a reservation was moved (`reservation_move_if_fits` counts them).
 pub const RESCHEDULES: &str = "SELECT reschedules FROM reservations WHERE id = $1";
+
+/// The one event of a booking of several (`$2`, at `$3`), once all its items are in:
+/// the lead row `$1`'s, which carries every item.
+pub const BOOKING_EVENT: &str = concat!(
+    "INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) SELECT $2::text, r.id, ",
+    event_payload!("r"),
+    ", $3, $3 FROM reservations r WHERE r.id = $1"
+);
+
+/// The resources a booking holds: its one resource, or every item's (`$1` the lead),
+/// by id.
+pub const RESOURCES_OF_BOOKING: &str =
+    "SELECT DISTINCT resource_id FROM reservations WHERE id = $1 OR booking_id = $1 ORDER BY resource_id";
+
+/// The rows of a booking of several (`$1` the lead), in item order.
+pub const ITEMS_OF_BOOKING: &str = concat!(
+    "SELECT ",
+    columns!(),
+    ", pool_id FROM reservations WHERE booking_id = $1 ORDER BY item"
+);
 
 /// What occupies a window: active, unlapsed reservations, in calendar order.
 pub const ACTIVE_IN_WINDOW: &str = concat!(
@@ -202,6 +241,19 @@ pub struct NewReservation<'a> {
     /// The principal whose request this is; `None` for the service's own (an offer).
     pub acted_by: Option<&'a str>,
     pub now: DateTime<Utc>,
+    /// Which item of a booking of several the row is; `None` for a booking of one.
+    pub item: Option<ItemOf>,
+}
+
+/// A row's place in a booking of several items.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemOf {
+    /// The booking: its lead row's id (the lead names itself).
+    pub booking_id: Uuid,
+    /// Its place in the request, from 0 (the lead).
+    pub item: i16,
+    /// The pool it was picked from.
+    pub pool_id: Option<Uuid>,
 }
 
 /// What a conditional write (the insert, or a reschedule's move) did.
@@ -237,6 +289,9 @@ pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> R
                 &r.now,
                 &Json(r.metadata),
                 &r.acted_by,
+                &r.item.map(|i| i.booking_id),
+                &r.item.map(|i| i.item),
+                &r.item.and_then(|i| i.pool_id),
             ],
         )
         .await?;
@@ -300,6 +355,30 @@ pub async fn extend(
     let stmt = c.prepare_cached(EXTEND).await?;
     let event = EventKind::ReservationExtended.as_str();
     from_row(&c.query_one(&stmt, &[&id, &until, &now, &acted_by, &event]).await?)
+}
+
+/// Records a booking's event ([`BOOKING_EVENT`]).
+pub async fn booking_event(
+    c: &impl GenericClient,
+    lead: Uuid,
+    kind: EventKind,
+    now: DateTime<Utc>,
+) -> Result<(), DbError> {
+    let stmt = c.prepare_cached(BOOKING_EVENT).await?;
+    c.execute(&stmt, &[&lead, &kind.as_str(), &now]).await?;
+    Ok(())
+}
+
+/// See [`RESOURCES_OF_BOOKING`]; empty when there is no such reservation.
+pub async fn resources_of_booking(c: &impl GenericClient, id: Uuid) -> Result<Vec<Uuid>, DbError> {
+    let stmt = c.prepare_cached(RESOURCES_OF_BOOKING).await?;
+    c.query(&stmt, &[&id]).await?.iter().map(|row| Ok(row.try_get(0)?)).collect()
+}
+
+/// See [`ITEMS_OF_BOOKING`]: each row with the pool it was picked from.
+pub async fn items_of_booking(c: &impl GenericClient, id: Uuid) -> Result<Vec<(Reservation, Option<Uuid>)>, DbError> {
+    let stmt = c.prepare_cached(ITEMS_OF_BOOKING).await?;
+    c.query(&stmt, &[&id]).await?.iter().map(|row| Ok((from_row(row)?, row.try_get("pool_id")?))).collect()
 }
 
 /// See [`RESCHEDULES`]; 0 for a reservation that does not exist.
@@ -406,6 +485,13 @@ impl Reservation {
 }
 
 /// The `intent` of a row read with [`GET`] (absent from other statements' rows).
+fn items_of(row: &Row) -> Result<Vec<Item>, DbError> {
+    if row.columns().iter().any(|c| c.name() == "items") {
+        return Ok(row.try_get::<_, Json<Vec<Item>>>("items")?.0);
+    }
+    Ok(vec![Item { resource_id: row.try_get("resource_id")?, pool_id: None, quantity: row.try_get("quantity")? }])
+}
+
 fn intent_of(row: &Row) -> Result<Option<Intent>, DbError> {
     if !row.columns().iter().any(|c| c.name() == "intent_id") {
         return Ok(None);
@@ -433,6 +519,7 @@ pub(super) fn from_row(row: &Row) -> Result<Reservation, DbError> {
         failure_reason: failure.map(str::parse).transpose()?,
         source: row.try_get::<_, &str>("source")?.parse()?,
         intent: intent_of(row)?,
+        items: items_of(row)?,
         metadata: row.try_get::<_, Json<Metadata>>("metadata")?.0,
         acted_by: row.try_get("acted_by")?,
         created_at: row.try_get("created_at")?,

@@ -9,7 +9,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::Json;
 use uuid::Uuid;
 
-statements![INSERT, GET, LOCK, LOCK_FOR_CHANGE, UPDATE_SETTINGS, ARCHIVE, LIST];
+statements![INSERT, GET, LOCK, LOCK_MANY, LOCK_FOR_CHANGE, UPDATE_SETTINGS, ARCHIVE, LIST];
 
 macro_rules! columns {
     () => {
@@ -35,6 +35,11 @@ pub const GET: &str = concat!("SELECT ", columns!(), " FROM resources WHERE id =
 /// Serializes every writer that changes a resource's load. `NO KEY UPDATE` does not
 /// block the `KEY SHARE` lock that inserting a reservation takes for its foreign key.
 pub const LOCK: &str = concat!("SELECT ", columns!(), " FROM resources WHERE id = $1 FOR NO KEY UPDATE");
+
+/// [`LOCK`] of several resources at once, in the one order of the lock order (by id):
+/// two transactions locking overlapping sets wait for each other, never deadlock.
+pub const LOCK_MANY: &str =
+    concat!("SELECT ", columns!(), " FROM resources WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE");
 
 /// The lock of a change to the resource row itself (its settings, its capacity):
 /// `FOR UPDATE`, because a new capacity changes the key the reservations' foreign key
@@ -145,6 +150,12 @@ pub async fn list(
 pub async fn lock(c: &impl GenericClient, id: Uuid) -> Result<Option<Resource>, DbError> {
     let stmt = c.prepare_cached(LOCK).await?;
     c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+}
+
+/// Locks the resources `ids` ([`LOCK_MANY`]): those found, by id.
+pub async fn lock_many(c: &impl GenericClient, ids: &[Uuid]) -> Result<Vec<Resource>, DbError> {
+    let stmt = c.prepare_cached(LOCK_MANY).await?;
+    c.query(&stmt, &[&ids]).await?.iter().map(from_row).collect()
 }
 
 /// Locks the resource row for a change of the row itself ([`LOCK_FOR_CHANGE`]).

@@ -101,6 +101,30 @@ pub struct Resource {
 }
 
 text_enum! {
+    /// How an item of a booking picks a member of its pool: the first free in the
+    /// order of fewest live bookings near the range (ties by id), or in the pool's order.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum PoolStrategy as "pool strategy" {
+        LeastBooked = "least_booked",
+        Ordered = "ordered",
+    }
+}
+
+/// Resources that can stand in for one another: an item `{"pool_id"}` of a booking is
+/// any one member free for the whole range under its own rules.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pool {
+    pub id: Uuid,
+    pub name: String,
+    pub strategy: PoolStrategy,
+    /// The members, in the pool's order.
+    pub resource_ids: Vec<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+text_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
     #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
     pub enum Status as "reservation status" {
@@ -189,6 +213,10 @@ pub struct Reservation {
     pub source: Source,
     /// The upstream confirmation, for upstream-authority resources once asked for.
     pub intent: Option<Intent>,
+    /// What the booking holds: its one resource, or each item of a booking of several
+    /// in request order (the reservation's own `resource_id` and `quantity` are the
+    /// first item's).
+    pub items: Vec<Item>,
     pub metadata: Metadata,
     /// The principal whose request made the latest change (the owner, or an admin
     /// acting for them); `None` when the service made it (an expiry, a waitlist
@@ -196,6 +224,15 @@ pub struct Reservation {
     pub acted_by: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// One item of a booking: a resource, the pool it was picked from (if any) and the
+/// quantity held of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Item {
+    pub resource_id: Uuid,
+    pub pool_id: Option<Uuid>,
+    pub quantity: i32,
 }
 
 impl Reservation {
@@ -283,6 +320,7 @@ mod tests {
             failure_reason: None,
             source: Source::Request,
             intent: None,
+            items: vec![Item { resource_id: Uuid::nil(), pool_id: None, quantity: 1 }],
             metadata: Metadata::new(),
             acted_by: None,
             created_at: t,

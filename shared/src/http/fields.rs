@@ -233,6 +233,40 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An array of 1 to `max` objects, each read with `read` by fields of its own, whose
+    /// problems are named by their path (`items[1].quantity`): `None` when it is absent
+    /// or any of it is bad (and recorded).
+    pub fn objects<T>(
+        &mut self,
+        name: &'a str,
+        max: usize,
+        read: impl Fn(&mut Fields<'_>) -> Option<T>,
+    ) -> Option<Vec<T>> {
+        let value = self.take(name)?;
+        let Some(array) = value.as_array().filter(|a| (1..=max).contains(&a.len())) else {
+            self.errors.push(FieldError::new(name, format!("must be an array of 1 to {max} objects")));
+            return None;
+        };
+        let mut out = Vec::with_capacity(array.len());
+        for (i, item) in array.iter().enumerate() {
+            let Some(object) = item.as_object() else {
+                self.errors.push(FieldError::new(format!("{name}[{i}]"), "must be an object"));
+                continue;
+            };
+            let mut fields = Fields::new(object);
+            let built = read(&mut fields);
+            let errors = fields.finish();
+            let bad = !errors.is_empty();
+            self.errors
+                .extend(errors.into_iter().map(|e| FieldError::new(format!("{name}[{i}].{}", e.field), e.message)));
+            match built {
+                Some(built) if !bad => out.push(built),
+                _ => {}
+            }
+        }
+        (out.len() == array.len()).then_some(out)
+    }
+
     /// The booking policies of a resource's body, each field optional, `null` clearing it.
     pub fn policies(&mut self) -> PoliciesChange {
         PoliciesChange {
@@ -259,6 +293,12 @@ impl<'a> Fields<'a> {
     pub fn metadata(&mut self, name: &'a str) -> Option<Metadata> {
         let value = self.take(name)?;
         validate_metadata(value).map_err(|errors| self.errors.extend(errors)).ok()
+    }
+
+    /// Whether the object has the field `name`, whatever its value: for rules between
+    /// fields, after each was read.
+    pub fn given(&self, name: &str) -> bool {
+        self.object.contains_key(name)
     }
 
     /// Whether the object has no fields at all (a `PATCH` must change something).
@@ -374,6 +414,15 @@ pub fn strings(max: usize) -> impl Fn(&Value) -> Result<Vec<String>, String> {
             return Err(bad());
         }
         items.iter().map(|i| i.as_str().map(str::to_string).ok_or_else(bad)).collect()
+    }
+}
+
+/// An array of 1 to `max` UUIDs.
+pub fn uuids(max: usize) -> impl Fn(&Value) -> Result<Vec<Uuid>, String> {
+    move |v| {
+        let bad = || format!("must be an array of 1 to {max} UUIDs");
+        let items = v.as_array().filter(|a| (1..=max).contains(&a.len())).ok_or_else(bad)?;
+        items.iter().map(|i| uuid(i).map_err(|_| bad())).collect()
     }
 }
 

@@ -1,7 +1,7 @@
 //! The HTTP boundary's error enum and its one mapping to RFC 9457 problem documents.
 
 use super::{PROBLEM_JSON, Reply};
-use crate::booking::BookingError;
+use crate::booking::{BookingError, Refusal, RefusedItem, Target};
 use crate::config::AuthMode;
 use crate::db::DbError;
 use crate::domain::policies::Closed;
@@ -47,6 +47,7 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     ProblemType::RESERVATION_NOT_FOUND,
     ProblemType::WAITLIST_ENTRY_NOT_FOUND,
     ProblemType::WEBHOOK_NOT_FOUND,
+    ProblemType::POOL_NOT_FOUND,
     ProblemType::PROBLEM_TYPE_NOT_FOUND,
     ProblemType::METHOD_NOT_ALLOWED,
     ProblemType::SLOT_UNAVAILABLE,
@@ -64,6 +65,7 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     ProblemType::UNSUPPORTED_MEDIA_TYPE,
     ProblemType::OUTSIDE_SCHEDULE,
     ProblemType::IDEMPOTENCY_KEY_REUSED,
+    ProblemType::UPSTREAM_NOT_GROUPABLE,
     ProblemType::REQUEST_HEADER_FIELDS_TOO_LARGE,
     ProblemType::INTERNAL_ERROR,
     ProblemType::UPSTREAM_UNAVAILABLE,
@@ -131,6 +133,18 @@ impl ProblemType {
         status: 404,
         title: "Webhook not found",
         description: "No webhook endpoint has this id, or it was deleted.",
+    };
+    pub const POOL_NOT_FOUND: ProblemType = ProblemType {
+        slug: "pool-not-found",
+        status: 404,
+        title: "Pool not found",
+        description: "No pool has this id (it may have been deleted). An item `{\"pool_id\"}` of a booking must name a pool that exists.",
+    };
+    pub const UPSTREAM_NOT_GROUPABLE: ProblemType = ProblemType {
+        slug: "upstream-not-groupable",
+        status: 422,
+        title: "Upstream resource in a booking of several",
+        description: "A resource whose system of record is upstream is written outside any transaction, so it cannot be held with others all or nothing. Book it on its own; `items` names the item.",
     };
     pub const PROBLEM_TYPE_NOT_FOUND: ProblemType = ProblemType {
         slug: "problem-type-not-found",
@@ -332,6 +346,15 @@ pub enum ApiError {
     WebhookNotFound,
     #[error("slot unavailable")]
     SlotUnavailable,
+    #[error("pool not found")]
+    PoolNotFound,
+    /// Items of a booking of several that could not be held: 409 `slot-unavailable`
+    /// when every one was taken, 422 `outside-schedule` when some item's rules refuse
+    /// the range; `items` lists them all.
+    #[error("items not held")]
+    ItemsNotHeld(Vec<RefusedItem>),
+    #[error("upstream resource in a booking of several")]
+    UpstreamNotGroupable { index: usize },
     #[error("reservation not held")]
     ReservationNotHeld { status: &'static str },
     #[error("reservation in flight")]
@@ -397,6 +420,12 @@ impl ApiError {
             ApiError::WebhookNotFound => &ProblemType::WEBHOOK_NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => &ProblemType::METHOD_NOT_ALLOWED,
             ApiError::SlotUnavailable => &ProblemType::SLOT_UNAVAILABLE,
+            ApiError::PoolNotFound => &ProblemType::POOL_NOT_FOUND,
+            ApiError::ItemsNotHeld(items) => match first_rule(items) {
+                Some(_) => &ProblemType::OUTSIDE_SCHEDULE,
+                None => &ProblemType::SLOT_UNAVAILABLE,
+            },
+            ApiError::UpstreamNotGroupable { .. } => &ProblemType::UPSTREAM_NOT_GROUPABLE,
             ApiError::ReservationNotHeld { .. } => &ProblemType::RESERVATION_NOT_HELD,
             ApiError::ReservationInFlight => &ProblemType::RESERVATION_IN_FLIGHT,
             ApiError::ResourceArchived => &ProblemType::RESOURCE_ARCHIVED,
@@ -442,6 +471,13 @@ impl ApiError {
             ApiError::WaitlistEntryNotFound => "No such waitlist entry.".into(),
             ApiError::WebhookNotFound => "No such webhook endpoint.".into(),
             ApiError::SlotUnavailable => "The requested capacity is taken for some part of the range.".into(),
+            ApiError::PoolNotFound => "No such pool.".into(),
+            ApiError::ItemsNotHeld(items) => {
+                format!("{} of the booking's items could not be held; nothing was booked. See items.", items.len())
+            }
+            ApiError::UpstreamNotGroupable { index } => {
+                format!("Item {index} is an upstream resource, which cannot be booked with others.")
+            }
             ApiError::ReservationNotHeld { status } => format!("The reservation is {status}."),
             ApiError::ReservationInFlight => {
                 "The reservation is being confirmed with the system of record; try again when it settles.".into()
@@ -522,6 +558,9 @@ impl ApiError {
             /// The calendar rule an `outside-schedule` range breaks.
             #[serde(skip_serializing_if = "Option::is_none")]
             rule: Option<&'static str>,
+            /// The items of a booking of several that were not held, or the upstream one.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            items: Option<Vec<ItemProblem>>,
             /// The policy field whose deadline passed (`policy-window-closed`).
             #[serde(skip_serializing_if = "Option::is_none")]
             policy: Option<&'static str>,
@@ -535,6 +574,12 @@ impl ApiError {
         };
         let rule = match &self {
             ApiError::OutsideSchedule { rule } => Some(rule.as_str()),
+            ApiError::ItemsNotHeld(items) => first_rule(items).map(Rule::as_str),
+            _ => None,
+        };
+        let items = match &self {
+            ApiError::ItemsNotHeld(items) => Some(items.iter().map(ItemProblem::of).collect()),
+            ApiError::UpstreamNotGroupable { index } => Some(vec![ItemProblem::upstream(*index)]),
             _ => None,
         };
         let (policy, deadline) = match &self {
@@ -550,6 +595,7 @@ impl ApiError {
             instance,
             errors,
             rule,
+            items,
             policy,
             deadline,
         };
@@ -571,6 +617,48 @@ impl ApiError {
             reply.allow = Some(allow);
         }
         reply
+    }
+}
+
+/// The calendar rule of the first item refused for one: what `rule` names on a
+/// booking of several.
+fn first_rule(items: &[RefusedItem]) -> Option<Rule> {
+    items.iter().find_map(|i| match i.refusal {
+        Refusal::OutsideSchedule(rule) => Some(rule),
+        Refusal::Taken => None,
+    })
+}
+
+/// One item of a booking's problem: its place, what it asked for, and why it was not
+/// held.
+#[derive(Serialize)]
+struct ItemProblem {
+    index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_id: Option<uuid::Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pool_id: Option<uuid::Uuid>,
+    /// `taken`, `outside_schedule` or `upstream`.
+    reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rule: Option<&'static str>,
+}
+
+impl ItemProblem {
+    fn of(item: &RefusedItem) -> Self {
+        let (resource_id, pool_id) = match item.target {
+            Target::Resource(id) => (Some(id), None),
+            Target::Pool(id) => (None, Some(id)),
+        };
+        let (reason, rule) = match item.refusal {
+            Refusal::Taken => ("taken", None),
+            Refusal::OutsideSchedule(rule) => ("outside_schedule", Some(rule.as_str())),
+        };
+        ItemProblem { index: item.index, resource_id, pool_id, reason, rule }
+    }
+
+    fn upstream(index: usize) -> Self {
+        ItemProblem { index, resource_id: None, pool_id: None, reason: "upstream", rule: None }
     }
 }
 
@@ -605,6 +693,9 @@ impl From<BookingError> for ApiError {
             BookingError::WaitlistEntryNotFound => ApiError::WaitlistEntryNotFound,
             BookingError::WebhookNotFound => ApiError::WebhookNotFound,
             BookingError::SlotUnavailable => ApiError::SlotUnavailable,
+            BookingError::PoolNotFound(_) => ApiError::PoolNotFound,
+            BookingError::ItemsRefused(items) => ApiError::ItemsNotHeld(items),
+            BookingError::UpstreamInGroup { index } => ApiError::UpstreamNotGroupable { index },
             BookingError::NotHeld(status) => ApiError::ReservationNotHeld { status: status.as_str() },
             BookingError::InFlight => ApiError::ReservationInFlight,
             BookingError::InvalidCursor => ApiError::InvalidCursor,
@@ -689,7 +780,10 @@ mod tests {
             ApiError::ReservationNotFound => ApiError::WaitlistEntryNotFound,
             ApiError::WaitlistEntryNotFound => ApiError::WebhookNotFound,
             ApiError::WebhookNotFound => ApiError::SlotUnavailable,
-            ApiError::SlotUnavailable => ApiError::ReservationNotHeld { status: "EXPIRED" },
+            ApiError::SlotUnavailable => ApiError::PoolNotFound,
+            ApiError::PoolNotFound => ApiError::UpstreamNotGroupable { index: 1 },
+            ApiError::UpstreamNotGroupable { .. } => ApiError::ItemsNotHeld(vec![]),
+            ApiError::ItemsNotHeld(_) => ApiError::ReservationNotHeld { status: "EXPIRED" },
             ApiError::ReservationNotHeld { .. } => ApiError::ReservationInFlight,
             ApiError::ReservationInFlight => ApiError::ResourceArchived,
             ApiError::ResourceArchived => ApiError::RescheduleNotSupported,
@@ -727,7 +821,7 @@ mod tests {
             assert_eq!((page.status, page.title), (reply.status.as_u16(), body["title"].as_str().unwrap()), "{slug}");
             answered.insert(slug);
         }
-        assert_eq!(variants, 32, "the walk reaches every variant");
+        assert_eq!(variants, 35, "the walk reaches every variant");
         let pages: std::collections::BTreeSet<_> = PROBLEM_TYPES.iter().map(|t| t.slug.to_string()).collect();
         assert_eq!(answered, pages, "every page describes a problem some variant answers");
     }

@@ -54,6 +54,11 @@ pub enum Op {
     GetWebhook,
     DeleteWebhook,
     RotateWebhookSecret,
+    CreatePool,
+    ListPools,
+    GetPool,
+    UpdatePool,
+    DeletePool,
 }
 
 impl Op {
@@ -149,6 +154,11 @@ pub const ROUTES: &[RouteSpec] = &[
         op: Op::RotateWebhookSecret,
         function: Function::Admin,
     },
+    RouteSpec { method: "POST", path: "/v1/pools", op: Op::CreatePool, function: Function::Admin },
+    RouteSpec { method: "GET", path: "/v1/pools", op: Op::ListPools, function: Function::Admin },
+    RouteSpec { method: "GET", path: "/v1/pools/{id}", op: Op::GetPool, function: Function::Admin },
+    RouteSpec { method: "PATCH", path: "/v1/pools/{id}", op: Op::UpdatePool, function: Function::Admin },
+    RouteSpec { method: "DELETE", path: "/v1/pools/{id}", op: Op::DeletePool, function: Function::Admin },
 ];
 
 /// A matched route with its raw path id (parsed by the handler, so that a non-UUID

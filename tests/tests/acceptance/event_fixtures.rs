@@ -201,7 +201,7 @@ fn in_jwt_mode_the_principal_is_the_sub_claim_and_admin_follows_the_scope() {
 
 /// The operations only admins may call; their fixtures carry the admin scope, and no
 /// other fixture does.
-const ADMIN_OPS: [Op; 9] = [
+const ADMIN_OPS: [Op; 12] = [
     Op::CreateResource,
     Op::UpdateResource,
     Op::ArchiveResource,
@@ -211,6 +211,9 @@ const ADMIN_OPS: [Op; 9] = [
     Op::GetWebhook,
     Op::DeleteWebhook,
     Op::RotateWebhookSecret,
+    Op::CreatePool,
+    Op::UpdatePool,
+    Op::DeletePool,
 ];
 
 #[test]

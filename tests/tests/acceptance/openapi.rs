@@ -111,6 +111,8 @@ fn the_idempotent_routes_document_the_idempotency_key_header() {
         ("patch", "/v1/resources/{id}"),
         ("post", "/v1/webhooks"),
         ("post", "/v1/webhooks/{id}/rotate-secret"),
+        ("post", "/v1/pools"),
+        ("patch", "/v1/pools/{id}"),
     ];
     for route in ROUTES {
         let (method, path) = (route.method.to_ascii_lowercase(), route.path);
