@@ -155,12 +155,14 @@ fn update_resource(f: &mut Fields<'_>) -> Option<ResourceChange> {
         offer_ttl_seconds: f.optional("offer_ttl_seconds", fields::integer(1, i32::MAX)),
         metadata: f.metadata("metadata"),
         calendar: f.calendar(),
+        default_duration_minutes: f.clearable("default_duration_minutes", fields::integer(1, 1440)),
     };
     if f.is_empty() {
         f.refuse(
             "body",
             "must change at least one of name, capacity, hold_ttl_seconds, offer_ttl_seconds, metadata, time_zone, \
-             schedule, buffer_before_minutes, buffer_after_minutes, min_notice_minutes, max_advance_days, slot_minutes",
+             schedule, buffer_before_minutes, buffer_after_minutes, min_notice_minutes, max_advance_days, slot_minutes, \
+             default_duration_minutes",
         );
         return None;
     }
@@ -181,6 +183,7 @@ fn create_resource(f: &mut Fields<'_>) -> Option<NewResource> {
     let offer_ttl_seconds = f.nullable("offer_ttl_seconds", fields::integer(1, i32::MAX));
     let metadata = f.metadata("metadata").unwrap_or_default();
     let calendar = f.calendar();
+    let default_duration_minutes = f.nullable("default_duration_minutes", fields::integer(1, 1440));
     Some(NewResource {
         name: name?,
         capacity,
@@ -190,5 +193,6 @@ fn create_resource(f: &mut Fields<'_>) -> Option<NewResource> {
         offer_ttl_seconds,
         metadata,
         calendar,
+        default_duration_minutes,
     })
 }

@@ -106,17 +106,17 @@ async fn calendar_read(
         }
         Op::GetSlots => {
             let id = matched.id(ApiError::ResourceNotFound)?;
-            let ask = slots_query(req)?;
+            let (ask, listed) = slots_query(req)?;
             booking::check_window(ask.from, ask.to, state.config.max_availability_window)?;
             let resource = booking::get_resource(&state.pool.get().await?, id).await?;
             let external = external_view(state, &resource, ask.from, ask.to).await?;
             let client = state.pool.get().await?;
-            let slots =
+            let starts =
                 booking::slots(&client, &resource, ask, external.as_deref(), state.config.limits(), now).await?;
-            Reply::json(StatusCode::OK, &Slots { slots })
+            Reply::json(StatusCode::OK, &Slots::of(starts, listed))
         }
         Op::FindSlots => {
-            let ask = slots_query(req)?;
+            let (ask, listed) = slots_query(req)?;
             booking::check_window(ask.from, ask.to, state.config.max_availability_window)?;
             let ids = resource_ids(req)?;
             let mut resources = Vec::with_capacity(ids.len());
@@ -124,9 +124,10 @@ async fn calendar_read(
                 let resource = booking::get_resource(&state.pool.get().await?, id).await?;
                 let external = external_view(state, &resource, ask.from, ask.to).await?;
                 let client = state.pool.get().await?;
-                let slots =
+                let starts =
                     booking::slots(&client, &resource, ask, external.as_deref(), state.config.limits(), now).await?;
-                resources.push(ResourceSlots { resource_id: id, free: !slots.is_empty(), slots });
+                let slots = Slots::of(starts, listed);
+                resources.push(ResourceSlots { resource_id: id, free: !slots.slots.is_empty(), slots });
             }
             Reply::json(StatusCode::OK, &FoundSlots { resources })
         }
@@ -155,9 +156,26 @@ async fn external_view(
     }
 }
 
+/// Which starts a slots read lists: `unavailable=true` asks for the others too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    Bookable,
+    WithReasons,
+}
+
 #[derive(Serialize)]
 struct Slots {
     slots: Vec<shared::domain::calendar::Slot>,
+    /// The grid's other starts, each with its reason, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unavailable: Option<Vec<shared::domain::calendar::Unavailable>>,
+}
+
+impl Slots {
+    fn of(starts: shared::domain::calendar::Starts, listed: Listed) -> Slots {
+        let unavailable = (listed == Listed::WithReasons).then_some(starts.unavailable);
+        Slots { slots: starts.slots, unavailable }
+    }
 }
 
 #[derive(Serialize)]
@@ -165,7 +183,8 @@ struct ResourceSlots {
     resource_id: uuid::Uuid,
     /// Whether any start fits.
     free: bool,
-    slots: Vec<shared::domain::calendar::Slot>,
+    #[serde(flatten)]
+    slots: Slots,
 }
 
 #[derive(Serialize)]
@@ -193,9 +212,9 @@ fn resource_ids(req: &Request) -> Result<Vec<uuid::Uuid>, ApiError> {
     Ok(ids)
 }
 
-/// `from`, `to`, `duration` (ISO 8601, such as `PT1H` or `PT30M`) and `quantity`
-/// (default 1) of a slots read.
-fn slots_query(req: &Request) -> Result<booking::SlotsRequest, ApiError> {
+/// `from`, `to`, `duration` (ISO 8601, such as `PT1H` or `PT30M`), `quantity`
+/// (default 1) and `unavailable` (`true` or `false`, the default) of a slots read.
+fn slots_query(req: &Request) -> Result<(booking::SlotsRequest, Listed), ApiError> {
     let window = window(req);
     let mut errors = match &window {
         Err(ApiError::Validation(errors)) => errors.clone(),
@@ -227,9 +246,17 @@ fn slots_query(req: &Request) -> Result<booking::SlotsRequest, ApiError> {
             }
         },
     };
+    let listed = match query_param(req, "unavailable").as_deref() {
+        None | Some("false") => Listed::Bookable,
+        Some("true") => Listed::WithReasons,
+        Some(_) => {
+            errors.push(shared::domain::FieldError::new("unavailable", "must be true or false"));
+            Listed::Bookable
+        }
+    };
     match (window, duration, quantity) {
         (Ok((from, to)), Some(duration), Some(quantity)) if errors.is_empty() => {
-            Ok(booking::SlotsRequest { from, to, duration, quantity })
+            Ok((booking::SlotsRequest { from, to, duration, quantity }, listed))
         }
         _ => Err(ApiError::Validation(errors)),
     }

@@ -10,7 +10,9 @@
 
 use super::{BookingError, hand_over, on_freed};
 use crate::db::{GenericClient, lapse, reservations, resources, waitlist};
-use crate::domain::{Authority, CalendarChange, CalendarRules, FieldError, Limits, Metadata, Principal, Resource};
+use crate::domain::{
+    Authority, CalendarChange, CalendarRules, FieldError, Limits, Metadata, Patch, Principal, Resource,
+};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -24,6 +26,7 @@ pub struct NewResource {
     pub metadata: Metadata,
     /// The calendar rules given; the rest are the defaults (UTC, always open).
     pub calendar: CalendarChange,
+    pub default_duration_minutes: Option<i32>,
 }
 
 pub struct ResourceDefaults {
@@ -77,6 +80,7 @@ pub async fn create_resource(
             created_by: &by.id,
             created_at: now,
             calendar: &new.calendar.apply(&CalendarRules::default()),
+            default_duration_minutes: new.default_duration_minutes,
         },
     )
     .await?)
@@ -122,6 +126,7 @@ pub struct ResourceChange {
     /// New calendar rules: they judge reservations made from now on; those already
     /// made stay as they are.
     pub calendar: CalendarChange,
+    pub default_duration_minutes: Patch<i32>,
 }
 
 /// Changes a resource's settings. A higher capacity is offered to the waitlist at
@@ -157,6 +162,7 @@ pub async fn update_resource(
         offer_ttl_seconds: change.offer_ttl_seconds.unwrap_or(current.offer_ttl_seconds),
         metadata: change.metadata.as_ref().unwrap_or(&current.metadata),
         calendar: &change.calendar.apply(&current.calendar),
+        default_duration_minutes: change.default_duration_minutes.apply(&current.default_duration_minutes),
     };
     if capacity == current.capacity {
         return Ok(resources::update_settings(tx, id, &settings, now).await?);

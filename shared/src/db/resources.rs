@@ -15,15 +15,16 @@ macro_rules! columns {
     () => {
         "id, name, capacity, authority, upstream_ref, hold_ttl_seconds, offer_ttl_seconds, metadata, archived_at, \
          created_at, updated_at, time_zone, schedule, buffer_before_minutes, buffer_after_minutes, \
-         min_notice_minutes, max_advance_days, slot_minutes"
+         min_notice_minutes, max_advance_days, slot_minutes, default_duration_minutes"
     };
 }
 
 pub const INSERT: &str = concat!(
     "INSERT INTO resources (id, name, capacity, authority, upstream_ref, hold_ttl_seconds, ",
     "offer_ttl_seconds, metadata, created_by, created_at, updated_at, time_zone, schedule, ",
-    "buffer_before_minutes, buffer_after_minutes, min_notice_minutes, max_advance_days, slot_minutes) ",
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $15, $16, $17) ",
+    "buffer_before_minutes, buffer_after_minutes, min_notice_minutes, max_advance_days, slot_minutes, ",
+    "default_duration_minutes) ",
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $15, $16, $17, $18) ",
     "RETURNING ",
     columns!()
 );
@@ -45,7 +46,8 @@ pub const LOCK_FOR_CHANGE: &str = concat!("SELECT ", columns!(), " FROM resource
 pub const UPDATE_SETTINGS: &str = concat!(
     "UPDATE resources SET name = $2, capacity = $3, hold_ttl_seconds = $4, offer_ttl_seconds = $5, ",
     "metadata = $6, updated_at = $7, time_zone = $8, schedule = $9, buffer_before_minutes = $10, ",
-    "buffer_after_minutes = $11, min_notice_minutes = $12, max_advance_days = $13, slot_minutes = $14 ",
+    "buffer_after_minutes = $11, min_notice_minutes = $12, max_advance_days = $13, slot_minutes = $14, ",
+    "default_duration_minutes = $15 ",
     "WHERE id = $1 RETURNING ",
     columns!()
 );
@@ -85,6 +87,7 @@ pub struct NewResource<'a> {
     pub created_by: &'a str,
     pub created_at: DateTime<Utc>,
     pub calendar: &'a CalendarRules,
+    pub default_duration_minutes: Option<i32>,
 }
 
 pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resource, DbError> {
@@ -110,6 +113,7 @@ pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resou
                 &r.calendar.min_notice_minutes,
                 &r.calendar.max_advance_days,
                 &r.calendar.slot_minutes,
+                &r.default_duration_minutes,
             ],
         )
         .await?;
@@ -153,6 +157,7 @@ pub struct Settings<'a> {
     pub offer_ttl_seconds: i32,
     pub metadata: &'a Metadata,
     pub calendar: &'a CalendarRules,
+    pub default_duration_minutes: Option<i32>,
 }
 
 pub async fn update_settings(
@@ -180,6 +185,7 @@ pub async fn update_settings(
                 &s.calendar.min_notice_minutes,
                 &s.calendar.max_advance_days,
                 &s.calendar.slot_minutes,
+                &s.default_duration_minutes,
             ],
         )
         .await?;
@@ -205,6 +211,7 @@ pub(crate) fn from_row(row: &Row) -> Result<Resource, DbError> {
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         calendar: calendar_from_row(row)?,
+        default_duration_minutes: row.try_get("default_duration_minutes")?,
     })
 }
 

@@ -91,6 +91,9 @@ pub struct Resource {
     /// Its time zone, hours, buffers, notice, advance and grid, as fields of its own.
     #[serde(flatten)]
     pub calendar: CalendarRules,
+    /// The length a booking page offers first, in minutes; `None`: the grid's step, or
+    /// an hour. A hint for clients: no booking is judged by it.
+    pub default_duration_minutes: Option<i32>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
