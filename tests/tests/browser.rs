@@ -350,7 +350,8 @@ impl Browser {
     /// Whether the element is laid out (not hidden by the page or its style).
     async fn shown(&self, css: &str) -> bool {
         let css_json = serde_json::to_string(css).unwrap();
-        self.js(&format!("return document.querySelector({css_json})?.getBoundingClientRect().width > 0"), json!([])).await
+        self.js(&format!("return document.querySelector({css_json})?.getBoundingClientRect().width > 0"), json!([]))
+            .await
             == true
     }
 
