@@ -289,7 +289,8 @@
         out.label = (kind === 'free' ? 'free' : out.label.split(';')[0]) + ', press to move your booking here';
       }
     } else if (kind === 'free') {
-      out.action = () => hold(resource, cell);
+      // Decided at the press: a move begun since this was drawn moves, never holds.
+      out.action = () => (state.moving && state.moving.resource_id === resource.id ? moveTo(resource, cell) : hold(resource, cell));
     } else if (kind === 'taken' || kind === 'held') {
       out.action = () => joinWaitlist(resource, cell);
     } else if (kind === 'mine-held') {
@@ -324,6 +325,7 @@
       perDay[day].set(key, cell);
       if (cell.reason !== 'closed') rows.set(key, p.hour * 60 + p.minute + (key.length > 5 ? 0.5 : 0));
     }
+    const moving = state.moving && state.moving.resource_id === resource.id ? state.moving : null;
     const order = [...rows.keys()].sort((a, b) => rows.get(a) - rows.get(b));
     const bookable = perDay.map((m) => [...m.values()].some((c) => !c.reason));
     if (state.day === null) {
@@ -394,6 +396,7 @@
     week.dataset.resource = resource.id;
     week.dataset.length = String(chosenLength(resource));
     week.dataset.day = String(state.day);
+    week.dataset.moving = moving ? moving.id : '';
   }
 
   // ---- actions -----------------------------------------------------------------

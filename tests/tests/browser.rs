@@ -916,6 +916,7 @@ async fn on_a_wide_screen_a_person_books_half_past_nine_in_the_week_and_moves_it
     // the same row, at its new time.
     page.click("#mine li[data-status=CONFIRMED] button.move").await;
     page.wait_for("the move banner", "!document.getElementById('move-banner').hidden").await;
+    page.wait_for("the week drawn for the move", "document.getElementById('calendar').dataset.moving !== ''").await;
     page.wait_for_slot(1, "14:00", "free").await;
     page.js(&format!("document.querySelector('{}').focus()", slot(1, "14:00")), json!([])).await;
     page.post(
