@@ -539,13 +539,13 @@ async fn a_person_holds_a_free_hour_in_the_resources_zone_confirms_it_and_cancel
 
     // Others' claims of next week, made beside the page: a booking and a hold.
     let (bob_start, bob_end) = (cell_start(&page, 2, 12).await, cell_start(&page, 2, 14).await);
-    let (status, _) = send(app.post(
+    let (status, body) = send(app.post(
         "bob",
         "/v1/reservations",
         &json!({"resource_id": room, "start": bob_start, "end": bob_end, "confirm": true}),
     ))
     .await;
-    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(status, StatusCode::CREATED, "{body}");
     let (carol_start, carol_end) = (cell_start(&page, 3, 9).await, cell_start(&page, 3, 10).await);
     let (status, _) = app.reserve("carol", room, (&carol_start, &carol_end), 1).await;
     assert_eq!(status, StatusCode::CREATED);
