@@ -392,7 +392,7 @@
     $('week-label').textContent = fmt(dayStarts[0], zone, { day: 'numeric', month: 'short' }) + ' – ' +
       fmt(dayStarts[6], zone, { day: 'numeric', month: 'short', year: 'numeric' });
     $('zone').textContent = 'Times in ' + zone + '.';
-    week.dataset.week = String(state.weekOffset);
+    week.dataset.week = String(slots.week);
     week.dataset.resource = resource.id;
     week.dataset.length = String(chosenLength(resource));
     week.dataset.day = String(state.day);
@@ -771,12 +771,16 @@
       const to = new Date(wallToInstant(days[7].y, days[7].m, days[7].d, 0, zone)).toISOString();
       const w = 'from=' + encodeURIComponent(from) + '&to=' + encodeURIComponent(to);
       const length = chosenLength(resource);
+      const weekOffset = state.weekOffset;
       const [a, s] = await Promise.all([
         api('GET', 'v1/resources/' + resource.id + '/availability?' + w),
         api('GET', 'v1/resources/' + resource.id + '/slots?' + w + '&duration=PT' + length + 'M&unavailable=true'),
       ]);
-      if (a.status === 200 && s.status === 200 && current() === resource && chosenLength(resource) === length) {
-        paint(resource, days, { taken: a.body.taken, slots: s.body.slots, unavailable: s.body.unavailable || [] });
+      // A read of what is no longer asked for (another resource, length or week) is
+      // not drawn: the round that follows reads what is.
+      const still = current() === resource && chosenLength(resource) === length && state.weekOffset === weekOffset;
+      if (a.status === 200 && s.status === 200 && still) {
+        paint(resource, days, { week: weekOffset, taken: a.body.taken, slots: s.body.slots, unavailable: s.body.unavailable || [] });
       } else if (a.status !== 200) say(explain(a.body), 'error');
       else if (s.status !== 200) say(explain(s.body), 'error');
       await refreshBookings(resource);
