@@ -3,17 +3,20 @@
 // a name sent as X-Principal where the server reads that header (the dev server), a
 // token sent as Authorization: Bearer behind API Gateway's JWT authorizer.
 //
-// The calendar is a week of one-hour cells in the resource's time zone. Free cells come
-// from the slots read (which applies the calendar rules and the load), held and booked
-// ones from the availability read, the person's own from their reservations. The page
-// polls every few seconds, and at once after a lost race: only a reserve call settles a
-// race, so what the page shows is a hint and a 409 is news to show, not an error.
+// The times shown are the resource's own: the slots read of the shown week for the
+// chosen length, asked with `unavailable=true`, lists every start of the resource's
+// grid, bookable or with the reason it is not (closed, taken, kept free by a buffer,
+// too soon, too far ahead, past). The availability read tells a hold from a booking,
+// the person's reservations mark their own. A phone shows one day at a time under a
+// day picker; a wide screen the week. The page polls every few seconds, and at once
+// after a lost race: only a reserve call settles a race, so what the page shows is a
+// hint and a 409 is news to show, not an error.
 'use strict';
 
 (function () {
-  const HOUR = 3600 * 1000;
   const DAY_NAMES = ['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'];
   const ACTIVE = 'status=HELD&status=CONFIRMING&status=CONFIRMED';
+  const LENGTHS = [15, 30, 45, 60, 90, 120, 180, 240, 480];
   const params = new URLSearchParams(location.search);
   // Seconds between refreshes; `?refresh=N` changes it (the browser tests slow it down
   // to hold a stale view on purpose).
@@ -38,16 +41,21 @@
 
   const state = {
     who: sessionStorage.getItem('who') || '',
+    admin: false,
     resources: [],
     resourceId: sessionStorage.getItem('resource') || '',
     weekOffset: 0,
-    builtFor: '',
-    builtWeek: 0,
-    cells: [],
+    // The day shown on a phone, 0 = Monday; `null` until a week is read.
+    day: null,
+    // The chosen length in minutes, per resource; unset: the resource's default.
+    lengths: {},
     mine: [],
     holdId: null,
     holdSeen: false,
+    // The reservation being moved to another start, if any.
+    moving: null,
     waitStatus: {},
+    settingsFor: '',
     generation: 0,
     refreshing: null,
   };
@@ -144,8 +152,8 @@
   }
 
   /** The instant of a wall time in `zone` (a skipped one lands after the gap). */
-  function wallToInstant(y, m, d, h, zone) {
-    const guess = Date.UTC(y, m, d, h);
+  function wallToInstant(y, m, d, h, zone, minute) {
+    const guess = Date.UTC(y, m, d, h, minute || 0);
     const first = guess - offsetAt(guess, zone);
     const second = guess - offsetAt(first, zone);
     return second === first ? first : Math.max(first, second);
@@ -194,109 +202,201 @@
     return days;
   }
 
-  // ---- the calendar ------------------------------------------------------------
+  // ---- the times of the week ---------------------------------------------------
 
   function current() {
     return state.resources.find((r) => r.id === state.resourceId) || null;
   }
 
-  /** Builds the grid's cells once per resource and week; refreshes only restyle them,
-   *  so focus and references to cells survive a refresh. */
-  function buildGrid(resource) {
-    const zone = resource.time_zone || 'UTC';
-    const days = week(zone);
-    const key = resource.id + '|' + state.weekOffset + '|' + days[0].y + days[0].m + days[0].d;
-    if (state.builtFor === key) return;
-    state.builtFor = key;
-    state.builtWeek = state.weekOffset;
-    const table = $('calendar');
-    table.textContent = '';
-    delete table.dataset.week;
-    const head = el('tr', {}, el('th', { class: 'hour', scope: 'col' }, el('span', { class: 'sr-only', text: 'Time' })));
-    for (let i = 0; i < 7; i++) {
-      const noon = wallToInstant(days[i].y, days[i].m, days[i].d, 12, zone);
-      head.append(el('th', { scope: 'col', text: fmt(noon, zone, { weekday: 'short', day: 'numeric', month: 'short' }) }));
-    }
-    table.append(el('thead', {}, head));
-    const body = el('tbody');
-    state.cells = [];
-    for (let h = 0; h < 24; h++) {
-      const row = el('tr', {}, el('th', { class: 'hour', scope: 'row', text: String(h).padStart(2, '0') + ':00' }));
-      for (let i = 0; i < 7; i++) {
-        const start = wallToInstant(days[i].y, days[i].m, days[i].d, h, zone);
-        const end = h === 23
-          ? wallToInstant(days[i + 1].y, days[i + 1].m, days[i + 1].d, 0, zone)
-          : wallToInstant(days[i].y, days[i].m, days[i].d, h + 1, zone);
-        const button = el('button', { type: 'button', 'data-day': i, 'data-hour': h, 'data-start': new Date(start).toISOString() });
-        const cell = { start, end, button, action: null };
-        button.addEventListener('click', () => cell.action && cell.action());
-        state.cells.push(cell);
-        row.append(el('td', {}, button));
-      }
-      body.append(row);
-    }
-    table.append(body);
-    const first = wallToInstant(days[0].y, days[0].m, days[0].d, 0, zone);
-    const last = wallToInstant(days[6].y, days[6].m, days[6].d, 12, zone);
-    $('week-label').textContent = fmt(first, zone, { day: 'numeric', month: 'short' }) + ' – ' +
-      fmt(last, zone, { day: 'numeric', month: 'short', year: 'numeric' });
-    $('zone').textContent = 'Times in ' + zone;
+  /** The length a resource offers first: its own default, else its grid's step, else an hour. */
+  function defaultLength(resource) {
+    return resource.default_duration_minutes || resource.slot_minutes || 60;
   }
 
-  /** Colours the cells from one round of reads; `data-resource` and `data-week` on the
-   *  table then say whose week (0 = this one) the colours are of. */
-  function paint(resource, availability, slots) {
+  function chosenLength(resource) {
+    return state.lengths[resource.id] || defaultLength(resource);
+  }
+
+  function lengthText(minutes) {
+    const h = Math.floor(minutes / 60), m = minutes % 60;
+    if (!h) return m + ' min';
+    return h + ' h' + (m ? ' ' + m + ' min' : '');
+  }
+
+  /** The length picker of `resource`: the usual lengths, its default and its grid. */
+  function fillLengths(resource) {
+    const select = $('duration');
+    const chosen = chosenLength(resource);
+    const all = new Set(LENGTHS.concat([defaultLength(resource), chosen]));
+    if (resource.slot_minutes) all.add(resource.slot_minutes);
+    select.textContent = '';
+    for (const m of [...all].filter((m) => m > 0 && m <= 1440).sort((a, b) => a - b)) {
+      select.append(el('option', { value: m, text: lengthText(m) + (m === defaultLength(resource) ? ' (usual)' : '') }));
+    }
+    select.value = String(chosen);
+    $('places').textContent = resource.capacity > 1 ? resource.capacity + ' places at a time' : '';
+  }
+
+  const WORDS = {
+    free: ['Free', 'free, press to hold'],
+    past: ['Past', 'past'],
+    closed: ['Closed', 'closed'],
+    notice: ['Too soon', 'too soon to book'],
+    advance: ['Too far ahead', 'too far ahead to book'],
+    buffer: ['Kept free', 'kept free around a booking'],
+    taken: ['Booked', 'booked; press to join the waitlist'],
+    held: ['Held', 'held by someone; press to join the waitlist'],
+    mine: ['Yours', 'booked by you'],
+    'mine-held': ['Your hold', 'your hold, expires in'],
+  };
+
+  /** What one start is for this person now, and what a press on it does. */
+  function judge(resource, cell, taken, mine) {
+    const overlaps = (x) => x.s < cell.end && cell.start < x.e;
+    const own = mine.find((r) => r.s === cell.start) || mine.find(overlaps);
+    let kind;
+    if (own && !(state.moving && state.moving.id === own.id && own.s !== cell.start)) {
+      kind = own.status === 'HELD' ? 'mine-held' : 'mine';
+    } else if (!cell.reason) {
+      kind = 'free';
+    } else if (cell.reason === 'taken') {
+      kind = taken.some((t) => t.status === 'HELD' && t.expires_at && overlaps(t)) ? 'held' : 'taken';
+    } else {
+      kind = cell.reason;
+    }
+    const [text, words] = WORDS[kind];
+    const out = { kind, text: [text], label: words, action: null };
+    if (kind === 'free' && resource.capacity > 1) {
+      out.text = [cell.remaining + ' left'];
+      out.label = cell.remaining + ' of ' + resource.capacity + ' places left, press to hold';
+    }
+    if (kind === 'mine-held') out.text = ['Your hold ', countdown(own.expires_at)];
+    if (kind === 'held') {
+      const soonest = taken.filter((t) => t.status === 'HELD' && t.expires_at && overlaps(t)).map((t) => t.expires_at).sort()[0];
+      out.text = ['Held ', countdown(soonest)];
+    }
+    if (kind === 'notice' && resource.min_notice_minutes) out.label = 'too soon: bookings need ' + lengthText(resource.min_notice_minutes) + ' notice';
+    if (kind === 'advance' && resource.max_advance_days) out.label = 'too far ahead: bookings open ' + resource.max_advance_days + ' days ahead';
+
+    const moving = state.moving && state.moving.resource_id === resource.id ? state.moving : null;
+    if (moving) {
+      // The moved booking's own time and buffers may be all that stands in the way:
+      // those starts are offered too, and the move itself decides.
+      const reach = (resource.buffer_before_minutes + resource.buffer_after_minutes) * 60000 + (cell.end - cell.start);
+      const near = cell.start < Date.parse(moving.end) + reach && Date.parse(moving.start) - reach < cell.end;
+      if (kind === 'free' || ((kind === 'buffer' || kind === 'taken' || kind === 'mine') && near && cell.start !== Date.parse(moving.start))) {
+        out.action = () => moveTo(resource, cell);
+        out.label = (kind === 'free' ? 'free' : out.label.split(';')[0]) + ', press to move your booking here';
+      }
+    } else if (kind === 'free') {
+      // Decided at the press: a move begun since this was drawn moves, never holds.
+      out.action = () => (state.moving && state.moving.resource_id === resource.id ? moveTo(resource, cell) : hold(resource, cell));
+    } else if (kind === 'taken' || kind === 'held') {
+      out.action = () => joinWaitlist(resource, cell);
+    } else if (kind === 'mine-held') {
+      out.action = () => { state.holdId = own.id; state.holdSeen = true; showHold(); $('confirm').focus(); };
+    }
+    return out;
+  }
+
+  /** Draws the week read: the day picker, and per day its times, one row per time of
+   *  day that is open on some day of the week. `data-resource`, `data-week` (0 = this
+   *  one) and `data-length` on #calendar then say what is shown. */
+  function paint(resource, days, slots) {
     const zone = resource.time_zone || 'UTC';
-    const free = new Map(slots.map((s) => [Date.parse(s.start), s]));
-    const taken = availability.taken.map((t) => Object.assign({ s: Date.parse(t.start), e: Date.parse(t.end) }, t));
+    const dayStarts = days.map((d) => wallToInstant(d.y, d.m, d.d, 0, zone));
+    const taken = slots.taken.map((t) => Object.assign({ s: Date.parse(t.start), e: Date.parse(t.end) }, t));
     const mine = state.mine
       .filter((r) => r.resource_id === resource.id)
       .map((r) => Object.assign({ s: Date.parse(r.start), e: Date.parse(r.end) }, r));
-    const now = Date.now();
-    for (const cell of state.cells) {
-      const range = when(new Date(cell.start).toISOString(), new Date(cell.end).toISOString(), zone);
-      const overlaps = (x) => x.s < cell.end && cell.start < x.e;
-      const own = mine.find(overlaps);
-      const slot = free.get(cell.start);
-      const claims = taken.filter(overlaps);
-      let kind, label, content, action = null;
-      if (own) {
-        kind = own.status === 'HELD' ? 'mine-held' : 'mine';
-        label = own.status === 'HELD' ? 'your hold, expires in' : 'booked by you';
-        content = own.status === 'HELD' ? ['Your hold ', countdown(own.expires_at)] : ['Yours'];
-        if (own.status === 'HELD') action = () => { state.holdId = own.id; state.holdSeen = true; showHold(); };
-      } else if (cell.end <= now) {
-        kind = 'past'; label = 'past'; content = ['–'];
-      } else if (slot) {
-        kind = 'free';
-        label = 'free, press to hold';
-        content = [resource.capacity > 1 ? slot.remaining + ' free' : 'Free'];
-        action = () => hold(resource, cell);
-      } else if (claims.length) {
-        const held = claims.filter((c) => c.status === 'HELD' && c.expires_at);
-        if (held.length) {
-          const soonest = held.map((c) => c.expires_at).sort()[0];
-          kind = 'held'; label = 'held by someone, full; press to join the waitlist';
-          content = ['Held ', countdown(soonest)];
-        } else {
-          kind = 'taken'; label = 'booked, full; press to join the waitlist';
-          content = ['Booked'];
-        }
-        action = () => joinWaitlist(resource, cell);
-      } else {
-        kind = 'closed'; label = 'closed'; content = ['–'];
-      }
-      const b = cell.button;
-      cell.action = action;
-      b.className = 'cell-' + (kind === 'mine-held' ? 'mine' : kind === 'past' ? 'closed' : kind);
-      b.dataset.state = kind;
-      b.disabled = !action;
-      b.setAttribute('aria-label', range + ': ' + label);
-      b.textContent = '';
-      b.append(...content);
+    const entries = slots.slots.map((s) => ({ start: Date.parse(s.start), end: Date.parse(s.end), reason: null, remaining: s.remaining }))
+      .concat(slots.unavailable.map((u) => ({ start: Date.parse(u.start), end: Date.parse(u.end), reason: u.reason })))
+      .sort((a, b) => a.start - b.start);
+    const perDay = days.slice(0, 7).map(() => new Map());
+    const rows = new Map();
+    for (const cell of entries) {
+      const day = dayStarts.findIndex((s, i) => i < 7 && s <= cell.start && cell.start < dayStarts[i + 1]);
+      if (day < 0) continue;
+      const p = zoneParts(cell.start, zone);
+      let key = String(p.hour).padStart(2, '0') + ':' + String(p.minute).padStart(2, '0');
+      // The hour a fall-back night has twice: its second start gets a row of its own.
+      if (perDay[day].has(key)) key += ' (2nd)';
+      Object.assign(cell, { day, key, hour: p.hour, minute: p.minute });
+      perDay[day].set(key, cell);
+      if (cell.reason !== 'closed') rows.set(key, p.hour * 60 + p.minute + (key.length > 5 ? 0.5 : 0));
     }
-    $('calendar').dataset.week = String(state.builtWeek);
-    $('calendar').dataset.resource = resource.id;
+    const moving = state.moving && state.moving.resource_id === resource.id ? state.moving : null;
+    const order = [...rows.keys()].sort((a, b) => rows.get(a) - rows.get(b));
+    const bookable = perDay.map((m) => [...m.values()].some((c) => !c.reason));
+    if (state.day === null) {
+      const now = Date.now();
+      const today = dayStarts.findIndex((s, i) => i < 7 && s <= now && now < dayStarts[i + 1]);
+      const firstFree = bookable.indexOf(true);
+      state.day = today >= 0 && bookable[today] ? today : firstFree >= 0 ? firstFree : Math.max(0, today);
+    }
+
+    // Keyboard focus survives a redraw: the same start (or day) is focused again.
+    const focused = document.activeElement;
+    const refocus = focused && focused.closest && focused.closest('#calendar, #days')
+      ? (focused.dataset.start ? '[data-start="' + focused.dataset.start + '"]' : '#' + focused.id) : null;
+
+    const picker = $('days');
+    picker.textContent = '';
+    for (let i = 0; i < 7; i++) {
+      const label = fmt(dayStarts[i], zone, { weekday: 'long', day: 'numeric', month: 'long' }) + (bookable[i] ? '' : ', no free times');
+      picker.append(el('button', {
+        type: 'button', id: 'day-' + i, 'data-day': i, 'aria-pressed': String(i === state.day), 'aria-label': label,
+        class: bookable[i] ? '' : 'no-times',
+        onclick: () => { state.day = i; paint(resource, days, slots); },
+      }, el('span', { text: DAY_NAMES[i] }), el('br'), el('span', { text: String(days[i].d) })));
+    }
+
+    const week = $('calendar');
+    week.textContent = '';
+    for (let i = 0; i < 7; i++) {
+      const title = fmt(dayStarts[i], zone, { weekday: 'short', day: 'numeric', month: 'short' });
+      const column = el('section', { class: 'day' + (i === state.day ? ' chosen' : ''), 'data-day': i, 'aria-labelledby': 'day-title-' + i },
+        el('h3', { id: 'day-title-' + i, text: title }));
+      const list = el('ol', {});
+      let any = false;
+      for (const key of order) {
+        const cell = perDay[i].get(key);
+        if (!cell) {
+          list.append(el('li', { class: 'gap', 'aria-hidden': 'true' }));
+          continue;
+        }
+        any = true;
+        const range = when(new Date(cell.start).toISOString(), new Date(cell.end).toISOString(), zone);
+        const j = judge(resource, cell, taken, mine);
+        const attrs = {
+          type: 'button', class: 'slot cell-' + ({ 'mine-held': 'mine', past: 'closed', notice: 'closed', advance: 'closed' }[j.kind] || j.kind),
+          'data-day': i, 'data-time': key, 'data-start': new Date(cell.start).toISOString(), 'data-end': new Date(cell.end).toISOString(),
+          'data-state': j.kind, 'aria-label': range + ': ' + j.label, disabled: !j.action,
+        };
+        if (cell.minute === 0 && key.length === 5) attrs['data-hour'] = cell.hour;
+        const button = el('button', attrs, el('span', { class: 'time', text: key.slice(0, 5) }), el('span', { class: 'say' }, ...j.text));
+        if (j.action) button.addEventListener('click', j.action);
+        list.append(el('li', {}, button));
+      }
+      if (!any || !order.length) {
+        list.textContent = '';
+        list.append(el('li', { class: 'none', text: 'Closed all day.' }));
+      }
+      column.append(list);
+      week.append(column);
+    }
+    if (refocus) {
+      const again = document.querySelector('#calendar ' + refocus + ', #days ' + refocus);
+      if (again && !again.disabled) again.focus();
+    }
+    $('week-label').textContent = fmt(dayStarts[0], zone, { day: 'numeric', month: 'short' }) + ' – ' +
+      fmt(dayStarts[6], zone, { day: 'numeric', month: 'short', year: 'numeric' });
+    $('zone').textContent = 'Times in ' + zone + '.';
+    week.dataset.week = String(slots.week);
+    week.dataset.resource = resource.id;
+    week.dataset.length = String(chosenLength(resource));
+    week.dataset.day = String(state.day);
+    week.dataset.moving = moving ? moving.id : '';
   }
 
   // ---- actions -----------------------------------------------------------------
@@ -339,8 +439,51 @@
     if (r.status === 200) {
       const what = when(r.body.start, r.body.end, zoneOf(r.body.resource_id));
       say((r.body.status === 'RELEASED' ? 'Released ' : 'Cancelled ') + nameOf(r.body.resource_id) + ', ' + what + '.', 'ok');
+      if (state.moving && state.moving.id === id) stopMoving();
     } else {
       say(verb + ' failed. ' + explain(r.body), 'error');
+    }
+    await refresh();
+  }
+
+  /** Starts moving `r`: the times shown are of its own length, and a press on one moves it. */
+  function startMoving(r) {
+    state.moving = r;
+    const minutes = Math.round((Date.parse(r.end) - Date.parse(r.start)) / 60000);
+    state.lengths[r.resource_id] = minutes;
+    if (state.resourceId !== r.resource_id) {
+      state.resourceId = r.resource_id;
+      $('resource').value = r.resource_id;
+      state.day = null;
+    }
+    const resource = current();
+    if (resource) fillLengths(resource);
+    $('move-what').textContent = 'Moving ' + nameOf(r.resource_id) + ', ' + when(r.start, r.end, zoneOf(r.resource_id)) +
+      ': pick a new start.';
+    $('move-banner').hidden = false;
+    say('Pick a new start for your booking.', 'ok');
+    $('move-stop').focus();
+    refresh();
+  }
+
+  function stopMoving() {
+    state.moving = null;
+    $('move-banner').hidden = true;
+  }
+
+  async function moveTo(resource, cell) {
+    const r = state.moving;
+    const zone = resource.time_zone || 'UTC';
+    const start = new Date(cell.start).toISOString(), end = new Date(cell.end).toISOString();
+    say('Moving to ' + when(start, end, zone) + '…');
+    const answer = await api('PATCH', 'v1/reservations/' + r.id, { start, end }, true);
+    if (answer.status === 200) {
+      stopMoving();
+      say('Moved: ' + nameOf(resource.id) + ', now ' + when(answer.body.start, answer.body.end, zone) + '.', 'ok');
+    } else if (answer.status === 409 && String(answer.body && answer.body.type).endsWith('/slot-unavailable')) {
+      say('That time is taken: ' + when(start, end, zone) + ' stays as it was; pick another.', 'error');
+    } else {
+      say('Not moved. ' + explain(answer.body), 'error');
     }
     await refresh();
   }
@@ -371,11 +514,9 @@
   function showHold() {
     const held = state.mine.find((r) => r.id === state.holdId && r.status === 'HELD');
     const panel = $('hold');
-    if (!held) {
-      panel.hidden = true;
-      return;
-    }
-    panel.hidden = false;
+    panel.hidden = !held;
+    document.body.classList.toggle('holding', !!held);
+    if (!held) return;
     $('hold-what').textContent = nameOf(held.resource_id) + ', ' + when(held.start, held.end, zoneOf(held.resource_id));
     const c = $('hold-countdown');
     c.dataset.expires = held.expires_at;
@@ -390,14 +531,18 @@
       const what = nameOf(r.resource_id) + ', ' + when(r.start, r.end, zoneOf(r.resource_id));
       const item = el('li', { 'data-id': r.id, 'data-status': r.status });
       const text = el('span', { class: 'what' }, what + ' · ');
+      const moveButton = el('button', { type: 'button', class: 'move', text: 'Move', 'aria-label': 'Move ' + what, onclick: () => startMoving(r) });
       if (r.status === 'HELD') {
         text.append(r.source === 'waitlist_offer' ? 'offered, ' : 'held, ', countdown(r.expires_at), ' left');
         item.append(text,
           el('button', { type: 'button', class: 'primary', text: 'Confirm', 'aria-label': 'Confirm ' + what, onclick: () => confirmReservation(r.id) }),
-          el('button', { type: 'button', text: 'Release', 'aria-label': 'Release ' + what, onclick: () => cancelReservation(r.id, 'Release') }));
+          moveButton,
+          el('button', { type: 'button', class: 'cancel', text: 'Release', 'aria-label': 'Release ' + what, onclick: () => cancelReservation(r.id, 'Release') }));
       } else {
         text.append(r.status === 'CONFIRMED' ? 'confirmed' : 'confirming');
-        item.append(text, el('button', { type: 'button', text: 'Cancel', 'aria-label': 'Cancel ' + what, disabled: r.status !== 'CONFIRMED', onclick: () => cancelReservation(r.id, 'Cancel') }));
+        moveButton.disabled = r.status !== 'CONFIRMED';
+        item.append(text, moveButton,
+          el('button', { type: 'button', class: 'cancel', text: 'Cancel', 'aria-label': 'Cancel ' + what, disabled: r.status !== 'CONFIRMED', onclick: () => cancelReservation(r.id, 'Cancel') }));
       }
       list.append(item);
     }
@@ -405,10 +550,10 @@
 
   async function refreshWaits() {
     const list = $('waits');
-    list.textContent = '';
     // The caller's own entries, from the server: the same in every browser.
     const r = await api('GET', 'v1/waitlist?limit=100');
     if (r.status !== 200) return;
+    list.textContent = '';
     let shown = 0;
     for (const e of r.body.items) {
       const id = e.id;
@@ -419,8 +564,8 @@
       const item = el('li', { 'data-id': id, 'data-status': e.status });
       if (e.status === 'WAITING') {
         shown++;
-        item.append(el('span', { class: 'what', text: what + ' · waiting, position ' + e.position }),
-          el('button', { type: 'button', text: 'Leave', onclick: () => leaveWaitlist(id) }));
+        item.append(el('span', { class: 'what', text: what + ' · waiting, position ' + e.position + (e.position === 1 ? ' (next in line)' : '') }),
+          el('button', { type: 'button', text: 'Leave', 'aria-label': 'Leave the waitlist for ' + what, onclick: () => leaveWaitlist(id) }));
       } else if (e.status === 'OFFERED') {
         shown++;
         if (before !== 'OFFERED') say('An offer arrived: ' + what + ' is held for you. Accept it before it lapses.', 'ok');
@@ -428,8 +573,8 @@
         const text = el('span', { class: 'what' }, what + ' · offered to you');
         if (offer && offer.expires_at) text.append(', ', countdown(offer.expires_at), ' left');
         item.append(text,
-          el('button', { type: 'button', class: 'primary', id: 'accept-offer', text: 'Accept', onclick: () => confirmReservation(e.reservation_id) }),
-          el('button', { type: 'button', text: 'Decline', onclick: () => leaveWaitlist(id) }));
+          el('button', { type: 'button', class: 'primary', id: 'accept-offer', text: 'Accept', 'aria-label': 'Accept the offer of ' + what, onclick: () => confirmReservation(e.reservation_id) }),
+          el('button', { type: 'button', text: 'Decline', 'aria-label': 'Decline the offer of ' + what, onclick: () => leaveWaitlist(id) }));
       } else {
         if (e.status === 'EXPIRED' && before && before !== 'EXPIRED') say('The offer for ' + what + ' lapsed.', 'error');
         continue;
@@ -441,7 +586,7 @@
 
   async function refreshBookings(resource) {
     const list = $('bookings');
-    if (!$('admin').open || !resource) return;
+    if (!state.admin || !$('admin').open || !resource) return;
     const r = await api('GET', 'v1/reservations?resource_id=' + resource.id + '&' + ACTIVE + '&limit=100');
     list.textContent = '';
     if (r.status !== 200) {
@@ -455,6 +600,93 @@
         el('span', { class: 'what', text: b.owner + ' · ' + what + ' · ' + b.status.toLowerCase() }),
         el('button', { type: 'button', text: 'Cancel', 'aria-label': 'Cancel ' + b.owner + "'s booking " + what, disabled: b.status === 'CONFIRMING', onclick: () => cancelReservation(b.id, 'Cancel') })));
     }
+  }
+
+  // ---- the admin's settings ----------------------------------------------------
+
+  const WEEKDAYS = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'];
+
+  function rangesText(ranges) {
+    return (ranges || []).map((r) => r[0] + '-' + r[1]).join(', ');
+  }
+
+  /** "09:00-12:00, 13:00-17:00" as the API's ranges; `null` when it does not read. */
+  function readRanges(text) {
+    const out = [];
+    for (const part of text.split(',').map((p) => p.trim()).filter(Boolean)) {
+      const m = /^(\d{1,2}):(\d{2})\s*[-–]\s*(\d{1,2}):(\d{2})$/.exec(part);
+      if (!m) return null;
+      out.push([m[1].padStart(2, '0') + ':' + m[2], m[3].padStart(2, '0') + ':' + m[4]]);
+    }
+    return out;
+  }
+
+  function buildHours() {
+    const box = $('set-hours');
+    for (const [i, day] of WEEKDAYS.entries()) {
+      box.append(el('label', {}, DAY_NAMES[i] + ' ', el('input', { id: 'set-hours-' + day, placeholder: 'closed', autocomplete: 'off' })));
+    }
+  }
+
+  /** The settings form shows `resource` as read; not redrawn by the polling, so an
+   *  admin's edits stay until saved. */
+  function fillSettings(resource) {
+    if (!resource || state.settingsFor === resource.id) return;
+    state.settingsFor = resource.id;
+    const num = (v) => (v === null || v === undefined ? '' : String(v));
+    $('set-name').value = resource.name;
+    $('set-capacity').value = num(resource.capacity);
+    $('set-zone').value = resource.time_zone || 'UTC';
+    $('set-ttl').value = num(resource.hold_ttl_seconds);
+    $('set-always-open').checked = !resource.schedule;
+    const weekly = (resource.schedule && resource.schedule.weekly) || {};
+    for (const day of WEEKDAYS) {
+      $('set-hours-' + day).value = resource.schedule ? rangesText(weekly[day]) : '';
+      $('set-hours-' + day).disabled = !resource.schedule;
+    }
+    $('set-exceptions').value = ((resource.schedule && resource.schedule.exceptions) || [])
+      .map((e) => e.date + ' ' + (e.hours.length ? rangesText(e.hours) : 'closed')).join('\n');
+    $('set-buffer-before').value = num(resource.buffer_before_minutes);
+    $('set-buffer-after').value = num(resource.buffer_after_minutes);
+    $('set-notice').value = num(resource.min_notice_minutes);
+    $('set-advance').value = num(resource.max_advance_days);
+    $('set-grid').value = num(resource.slot_minutes);
+    $('set-default-duration').value = num(resource.default_duration_minutes);
+  }
+
+  /** The PATCH body of the settings form, or a sentence saying what does not read. */
+  function settingsBody() {
+    const optional = (id) => ($(id).value.trim() === '' ? null : Number($(id).value));
+    const body = {
+      name: $('set-name').value,
+      capacity: Number($('set-capacity').value),
+      time_zone: $('set-zone').value.trim() || 'UTC',
+      hold_ttl_seconds: Number($('set-ttl').value),
+      buffer_before_minutes: Number($('set-buffer-before').value || 0),
+      buffer_after_minutes: Number($('set-buffer-after').value || 0),
+      min_notice_minutes: Number($('set-notice').value || 0),
+      max_advance_days: optional('set-advance'),
+      slot_minutes: optional('set-grid'),
+      default_duration_minutes: optional('set-default-duration'),
+      schedule: null,
+    };
+    if (!$('set-always-open').checked) {
+      const weekly = {};
+      for (const [i, day] of WEEKDAYS.entries()) {
+        const ranges = readRanges($('set-hours-' + day).value);
+        if (!ranges) return 'Opening hours on ' + DAY_NAMES[i] + ': write them as 09:00-17:00, or leave the day empty for closed.';
+        if (ranges.length) weekly[day] = ranges;
+      }
+      const exceptions = [];
+      for (const line of $('set-exceptions').value.split('\n').map((l) => l.trim()).filter(Boolean)) {
+        const m = /^(\d{4}-\d{2}-\d{2})\s+(.*)$/.exec(line);
+        const hours = m && (/^closed$/i.test(m[2].trim()) ? [] : readRanges(m[2]));
+        if (!m || !hours) return 'Exception "' + line + '": write it as 2027-12-24 09:00-12:00, or 2027-12-25 closed.';
+        exceptions.push({ date: m[1], hours });
+      }
+      body.schedule = { weekly, exceptions };
+    }
+    return body;
   }
 
   // ---- refresh -----------------------------------------------------------------
@@ -473,7 +705,9 @@
     }
     if (!current() && state.resources.length) state.resourceId = state.resources[0].id;
     select.value = state.resourceId;
-    state.builtFor = '';
+    const resource = current();
+    if (resource) fillLengths(resource);
+    if (state.admin) fillSettings(resource);
   }
 
   /** Reads everything shown, at most one refresh at a time (a second asks for another
@@ -522,19 +756,32 @@
       }
       state.holdSeen = false;
     }
+    if (state.moving) {
+      const still = state.mine.find((r) => r.id === state.moving.id);
+      if (still) state.moving = still;
+      else stopMoving();
+    }
     renderMine();
     showHold();
     await refreshWaits();
     if (resource) {
-      buildGrid(resource);
-      const w = state.cells.length ? '&from=' + encodeURIComponent(new Date(state.cells[0].start).toISOString()) +
-        '&to=' + encodeURIComponent(new Date(state.cells[state.cells.length - 1].end).toISOString()) : '';
+      const zone = resource.time_zone || 'UTC';
+      const days = week(zone);
+      const from = new Date(wallToInstant(days[0].y, days[0].m, days[0].d, 0, zone)).toISOString();
+      const to = new Date(wallToInstant(days[7].y, days[7].m, days[7].d, 0, zone)).toISOString();
+      const w = 'from=' + encodeURIComponent(from) + '&to=' + encodeURIComponent(to);
+      const length = chosenLength(resource);
+      const weekOffset = state.weekOffset;
       const [a, s] = await Promise.all([
-        api('GET', 'v1/resources/' + resource.id + '/availability?' + w.slice(1)),
-        api('GET', 'v1/resources/' + resource.id + '/slots?duration=PT1H' + w),
+        api('GET', 'v1/resources/' + resource.id + '/availability?' + w),
+        api('GET', 'v1/resources/' + resource.id + '/slots?' + w + '&duration=PT' + length + 'M&unavailable=true'),
       ]);
-      if (a.status === 200 && s.status === 200 && current() === resource) paint(resource, a.body, s.body.slots);
-      else if (a.status !== 200) say(explain(a.body), 'error');
+      // A read of what is no longer asked for (another resource, length or week) is
+      // not drawn: the round that follows reads what is.
+      const still = current() === resource && chosenLength(resource) === length && state.weekOffset === weekOffset;
+      if (a.status === 200 && s.status === 200 && still) {
+        paint(resource, days, { week: weekOffset, taken: a.body.taken, slots: s.body.slots, unavailable: s.body.unavailable || [] });
+      } else if (a.status !== 200) say(explain(a.body), 'error');
       else if (s.status !== 200) say(explain(s.body), 'error');
       await refreshBookings(resource);
     }
@@ -562,8 +809,23 @@
     $('signed-in').textContent = state.who ? (IDENTITY === 'bearer' ? 'Token set.' : 'Signed in as ' + state.who + '.') : '';
     $('app').hidden = !state.who;
     if (!state.who) return;
+    // Only admins may list the webhooks: the answer says whether this is one.
+    const probe = await api('GET', 'v1/webhooks?limit=1');
+    state.admin = probe.status === 200;
+    $('admin').hidden = !state.admin;
+    state.settingsFor = '';
     await loadResources();
     await refresh();
+  }
+
+  function chooseResource(id) {
+    state.resourceId = id;
+    sessionStorage.setItem('resource', id);
+    state.weekOffset = 0;
+    state.day = null;
+    const resource = current();
+    if (resource) fillLengths(resource);
+    if (state.admin) fillSettings(resource);
   }
 
   function setup() {
@@ -572,19 +834,44 @@
       $('who').type = 'password';
       $('who').autocomplete = 'off';
     }
+    buildHours();
     $('identity').addEventListener('submit', (e) => { e.preventDefault(); signIn($('who').value); });
-    $('resource').addEventListener('change', (e) => {
-      state.resourceId = e.target.value;
-      sessionStorage.setItem('resource', state.resourceId);
-      state.weekOffset = 0;
+    $('resource').addEventListener('change', (e) => { chooseResource(e.target.value); refresh(); });
+    $('duration').addEventListener('change', (e) => {
+      const resource = current();
+      if (resource) state.lengths[resource.id] = Number(e.target.value);
       refresh();
     });
-    $('week-prev').addEventListener('click', () => { state.weekOffset--; refresh(); });
-    $('week-next').addEventListener('click', () => { state.weekOffset++; refresh(); });
+    $('week-prev').addEventListener('click', () => { state.weekOffset--; state.day = null; refresh(); });
+    $('week-next').addEventListener('click', () => { state.weekOffset++; state.day = null; refresh(); });
     $('refresh').addEventListener('click', () => refresh());
     $('confirm').addEventListener('click', () => confirmReservation(state.holdId));
     $('release').addEventListener('click', () => cancelReservation(state.holdId, 'Release'));
+    $('move-stop').addEventListener('click', () => { stopMoving(); say('Not moved.'); refresh(); });
     $('admin').addEventListener('toggle', () => refresh());
+    $('set-always-open').addEventListener('change', (e) => {
+      for (const day of WEEKDAYS) $('set-hours-' + day).disabled = e.target.checked;
+    });
+    $('settings').addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const resource = current();
+      if (!resource) return;
+      const body = settingsBody();
+      if (typeof body === 'string') {
+        say(body, 'error');
+        return;
+      }
+      const r = await api('PATCH', 'v1/resources/' + resource.id, body, true);
+      if (r.status === 200) {
+        say('Saved the settings of ' + r.body.name + '.', 'ok');
+        state.settingsFor = '';
+        delete state.lengths[resource.id];
+        await loadResources();
+      } else {
+        say('Not saved. ' + explain(r.body), 'error');
+      }
+      await refresh();
+    });
     $('new-resource').addEventListener('submit', async (e) => {
       e.preventDefault();
       const body = { name: $('new-name').value, capacity: Number($('new-capacity').value), hold_ttl_seconds: Number($('new-ttl').value) };
@@ -592,6 +879,7 @@
       const r = await api('POST', 'v1/resources', body, true);
       if (r.status === 201) {
         state.resourceId = r.body.id;
+        state.day = null;
         say('Created ' + r.body.name + '.', 'ok');
         $('new-name').value = '';
         await loadResources();
@@ -607,6 +895,7 @@
       if (r.status === 200) {
         say('Archived ' + resource.name + ': it takes no new bookings; its bookings stay.', 'ok');
         state.resourceId = '';
+        state.settingsFor = '';
         await loadResources();
       } else {
         say(explain(r.body), 'error');

@@ -136,16 +136,28 @@ impl Chromedriver {
         }
     }
 
-    /// A new headless Chromium window.
+    /// A new headless Chromium window, 1280 x 900.
     async fn browser(&self) -> Browser {
-        let caps = json!({"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
-                "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
-                         "--disable-gpu", "--lang=en-GB"],
-            },
-        }}});
+        self.session(json!({})).await
+    }
+
+    /// A new headless Chromium as a phone: a 390 x 844 screen, touch, and scrollbars
+    /// drawn over the page as a phone's are (not beside it, as a desktop's).
+    async fn phone(&self) -> Browser {
+        self.session(json!({"mobileEmulation": {"deviceMetrics": {"width": 390, "height": 844, "pixelRatio": 1, "touch": true}}}))
+            .await
+    }
+
+    async fn session(&self, options: Value) -> Browser {
+        let mut chrome = json!({
+            "binary": std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
+                     "--disable-gpu", "--lang=en-GB"],
+        });
+        for (k, v) in options.as_object().unwrap() {
+            chrome[k] = v.clone();
+        }
+        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": chrome}}});
         let url = format!("{}/session", self.url);
         // A Chromium that dies while starting on a loaded machine ("DevToolsActivePort
         // file doesn't exist") is started again, twice at most: the browser is the
@@ -316,6 +328,62 @@ impl Browser {
         self.wait_for("a refresh", &format!("Number(document.body.dataset.refreshed || 0) > {started}")).await;
     }
 
+    /// Sets the window's size, and waits until the page has it as its viewport.
+    async fn resize(&self, width: u32, height: u32) {
+        self.post("/window/rect", json!({"width": width, "height": height})).await;
+        self.wait_for(&format!("a viewport {width} wide"), &format!("window.innerWidth === {width}")).await;
+    }
+
+    /// The `data-state` of the start at local `time` ("09:30") of `day` (0 = Monday).
+    async fn slot_state(&self, day: u8, time: &str) -> String {
+        let v = self
+            .js(&format!("return document.querySelector('{}')?.dataset.state ?? null", slot(day, time)), json!([]))
+            .await;
+        v.as_str().unwrap_or_default().to_string()
+    }
+
+    async fn wait_for_slot(&self, day: u8, time: &str, state: &str) {
+        let predicate = format!("document.querySelector('{}')?.dataset.state === '{state}'", slot(day, time));
+        self.wait_for(&format!("{time} of day {day} to be {state}"), &predicate).await;
+    }
+
+    /// Whether the element is laid out (not hidden by the page or its style).
+    async fn shown(&self, css: &str) -> bool {
+        let css_json = serde_json::to_string(css).unwrap();
+        self.js(&format!("return document.querySelector({css_json})?.getBoundingClientRect().width > 0"), json!([]))
+            .await
+            == true
+    }
+
+    /// Whether the element is wholly inside the viewport.
+    async fn in_view(&self, css: &str) -> bool {
+        let css_json = serde_json::to_string(css).unwrap();
+        let script = format!(
+            "const r = document.querySelector({css_json}).getBoundingClientRect(); \
+             return r.width > 0 && r.top >= 0 && r.left >= 0 && r.bottom <= window.innerHeight && r.right <= window.innerWidth;"
+        );
+        self.js(&script, json!([])).await == true
+    }
+
+    /// axe-core's serious and critical findings on the page as it is, one line each:
+    /// the rule, then the elements that break it. axe-core is injected into the page
+    /// from the cache `axe_core` fills.
+    async fn accessibility_findings(&self) -> Vec<String> {
+        self.js(&format!("{}\nreturn typeof axe === 'object';", axe_core()), json!([])).await;
+        let script = "const done = arguments[arguments.length - 1]; \
+            axe.run(document, {resultTypes: ['violations']}).then((r) => done(r.violations \
+              .filter((v) => v.impact === 'serious' || v.impact === 'critical') \
+              .map((v) => v.id + ' (' + v.impact + '): ' + v.nodes.map((n) => n.target.join(' ')).join(', ')))) \
+              .catch((e) => done(['axe failed: ' + e]));";
+        let found = self.post("/execute/async", json!({"script": script, "args": []})).await;
+        found
+            .as_array()
+            .expect("a list of findings")
+            .iter()
+            .map(|f| f.as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
     async fn screenshot(&self, name: &str) {
         let png = base64_decode(self.js_screenshot().await.as_str().expect("a base64 PNG"));
         let dir = acceptance::workspace_root().join("docs/screenshots");
@@ -332,6 +400,70 @@ impl Browser {
 fn seconds(countdown: &str) -> u32 {
     let (m, s) = countdown.split_once(':').unwrap_or_else(|| panic!("a countdown: {countdown:?}"));
     m.parse::<u32>().unwrap() * 60 + s.parse::<u32>().unwrap()
+}
+
+/// The start at local `time` ("09:30") of `day` (0 = Monday) in the shown week.
+fn slot(day: u8, time: &str) -> String {
+    format!("#calendar button[data-day=\"{day}\"][data-time=\"{time}\"]")
+}
+
+/// The axe-core version the accessibility checks run.
+const AXE_CORE: &str = "axe-core@4.10.3";
+
+/// axe-core's script: from `AXE_CORE_JS` when set, else from a cache under target/
+/// that npm fills on first use (nothing of it is committed).
+fn axe_core() -> String {
+    let path = match std::env::var("AXE_CORE_JS") {
+        Ok(path) => PathBuf::from(path),
+        Err(_) => {
+            let cache = acceptance::workspace_root().join("target/axe-core");
+            let path = cache.join("node_modules/axe-core/axe.min.js");
+            if !path.exists() {
+                std::fs::create_dir_all(&cache).unwrap();
+                let status = Command::new("npm")
+                    .args(["install", "--no-save", "--no-audit", "--no-fund", "--prefix"])
+                    .arg(&cache)
+                    .arg(AXE_CORE)
+                    .stdout(Stdio::null())
+                    .status()
+                    .unwrap_or_else(|e| panic!("npm, to install {AXE_CORE} for the accessibility checks: {e}"));
+                assert!(status.success(), "npm install {AXE_CORE} failed");
+            }
+            path
+        }
+    };
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("axe-core at {}: {e}", path.display()))
+}
+
+/// A salon chair: open Monday to Friday 09:00-17:00 in New York, on a 30-minute grid,
+/// keeping 10 minutes free after each booking, booked for 30 minutes unless asked.
+async fn salon_chair(app: &TestApp) -> Uuid {
+    let day = json!([["09:00", "17:00"]]);
+    app.resource_with(json!({
+        "name": "Salon chair",
+        "time_zone": "America/New_York",
+        "schedule": {"weekly": {"mon": day, "tue": day, "wed": day, "thu": day, "fri": day}, "exceptions": []},
+        "slot_minutes": 30,
+        "buffer_after_minutes": 10,
+        "default_duration_minutes": 30,
+    }))
+    .await
+}
+
+/// The reservations of `resource` as stored: (owner, status, local start and end).
+async fn stored_ranges(app: &TestApp, resource: Uuid, zone: &str) -> Vec<(String, String, String)> {
+    app.db()
+        .await
+        .query(
+            "SELECT owner, status::text, to_char(starts_at AT TIME ZONE $2, 'Dy HH24:MI') || '-' || \
+             to_char(ends_at AT TIME ZONE $2, 'HH24:MI') FROM reservations WHERE resource_id = $1 ORDER BY created_at",
+            &[&resource, &zone],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
 }
 
 fn cell(day: u8, hour: u8) -> String {
@@ -407,13 +539,13 @@ async fn a_person_holds_a_free_hour_in_the_resources_zone_confirms_it_and_cancel
 
     // Others' claims of next week, made beside the page: a booking and a hold.
     let (bob_start, bob_end) = (cell_start(&page, 2, 12).await, cell_start(&page, 2, 14).await);
-    let (status, _) = send(app.post(
+    let (status, body) = send(app.post(
         "bob",
         "/v1/reservations",
         &json!({"resource_id": room, "start": bob_start, "end": bob_end, "confirm": true}),
     ))
     .await;
-    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(status, StatusCode::CREATED, "{body}");
     let (carol_start, carol_end) = (cell_start(&page, 3, 9).await, cell_start(&page, 3, 10).await);
     let (status, _) = app.reserve("carol", room, (&carol_start, &carol_end), 1).await;
     assert_eq!(status, StatusCode::CREATED);
@@ -455,7 +587,7 @@ async fn a_person_holds_a_free_hour_in_the_resources_zone_confirms_it_and_cancel
     assert_eq!(stored(&app, room, zone).await[3], row("alice", "RELEASED", "Fri 16:00"));
 
     // The booking, cancelled from the list of my reservations.
-    page.click("#mine li[data-status=CONFIRMED] button").await;
+    page.click("#mine li[data-status=CONFIRMED] button.cancel").await;
     page.wait_for_cell(2, 10, "free").await;
     assert!(page.message().await.starts_with("Cancelled Room 101"), "{}", page.message().await);
     assert_eq!(stored(&app, room, zone).await[2], row("alice", "CANCELLED", "Wed 10:00"));
@@ -553,7 +685,7 @@ async fn a_person_joins_the_waitlist_of_a_full_hour_and_accepts_the_offer_when_i
     assert!(elsewhere.text("#waits").await.contains("position 1"), "{}", elsewhere.text("#waits").await);
 
     // Alice cancels from her list; the freed hour is offered to bob in that transaction.
-    alice.click("#mine li[data-status=CONFIRMED] button").await;
+    alice.click("#mine li[data-status=CONFIRMED] button.cancel").await;
     alice.wait_for_cell(3, 15, "held").await;
 
     bob.wait_for("the offer", "document.getElementById('accept-offer')").await;
@@ -627,6 +759,44 @@ async fn an_admin_creates_a_resource_cancels_a_booking_of_it_and_archives_it() {
     page.wait_for("the list emptied", "!document.querySelector('#bookings li[data-owner=alice]')").await;
     assert_eq!(stored(&app, studio, "America/New_York").await, vec![row("alice", "CANCELLED", "Tue 10:00")]);
 
+    // The resource's rules, set from the panel: hours on Tuesdays, a buffer, a default length.
+    assert!(page.js("return document.getElementById('set-always-open').checked", json!([])).await == true);
+    page.click("#set-always-open").await;
+    page.type_into("#set-hours-tue", "09:00-12:00, 13:00-17:00").await;
+    page.type_into("#set-exceptions", "2027-12-24 09:00-12:00").await;
+    page.type_into("#set-buffer-after", "15").await;
+    page.type_into("#set-notice", "120").await;
+    page.type_into("#set-grid", "15").await;
+    page.type_into("#set-default-duration", "45").await;
+    page.click("#save-settings").await;
+    page.wait_for("the settings saved", "document.getElementById('messages').textContent.startsWith('Saved')").await;
+    let rules: (Value, i32, i32, Option<i32>, Option<i32>) = {
+        let r = app
+            .db()
+            .await
+            .query_one(
+                "SELECT jsonb_build_object('tue', schedule -> 'weekly' -> 'tue', 'mon', schedule -> 'weekly' -> 'mon', \
+                 'exceptions', schedule -> 'exceptions'), buffer_after_minutes, min_notice_minutes, slot_minutes, \
+                 default_duration_minutes FROM resources WHERE id = $1",
+                &[&studio],
+            )
+            .await
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))
+    };
+    assert_eq!(
+        rules,
+        (
+            json!({"tue": [["09:00", "12:00"], ["13:00", "17:00"]], "mon": null,
+                   "exceptions": [{"date": "2027-12-24", "hours": [["09:00", "12:00"]]}]}),
+            15,
+            120,
+            Some(15),
+            Some(45)
+        )
+    );
+    page.wait_for("the new default length", "document.getElementById('calendar').dataset.length === '45'").await;
+
     page.click("#archive").await;
     page.wait_for(
         "the studio gone from the list",
@@ -642,4 +812,121 @@ async fn an_admin_creates_a_resource_cancels_a_booking_of_it_and_archives_it() {
         .unwrap()
         .get(0);
     assert!(archived);
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn on_a_phone_a_person_books_half_past_nine_for_half_an_hour_and_the_time_after_it_reads_as_kept_free() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let zone = "America/New_York";
+    let chair = salon_chair(&app).await;
+    let page = driver.phone().await;
+    page.open(&app, "/", "alice", chair).await;
+    assert!(
+        page.js("return document.getElementById('admin').hidden", json!([])).await == true,
+        "no admin panel for alice"
+    );
+    assert_eq!(page.js("return document.getElementById('duration').value", json!([])).await, "30");
+
+    // One day at a time: Tuesday from the day picker, then its list of times.
+    page.click("#day-1").await;
+    page.wait_for("Tuesday chosen", "document.getElementById('calendar').dataset.day === '1'").await;
+    assert!(page.shown(&slot(1, "09:30")).await, "Tuesday's times are shown");
+    assert!(!page.shown(&slot(2, "09:30")).await, "Wednesday's are not");
+    assert_eq!(page.slot_state(1, "09:30").await, "free");
+    assert_eq!(page.slot_state(1, "16:30").await, "free", "the last start ends at closing time");
+    assert_eq!(page.slot_state(1, "17:00").await, "", "no row for a time closed every day");
+    page.click(&slot(1, "09:30")).await;
+    page.wait_for_slot(1, "09:30", "mine-held").await;
+    page.wait_for("the hold panel", "!document.getElementById('hold').hidden").await;
+    assert!(page.in_view("#confirm").await, "Confirm stays in view after the click");
+    assert!(page.in_view("#hold-countdown").await, "so does the countdown");
+    page.screenshot("phone-hold.png").await;
+
+    page.click("#confirm").await;
+    page.wait_for_slot(1, "09:30", "mine").await;
+    assert!(page.message().await.starts_with("Confirmed: Salon chair"), "{}", page.message().await);
+    assert_eq!(stored_ranges(&app, chair, zone).await, vec![row("alice", "CONFIRMED", "Tue 09:30-10:00")]);
+
+    // The ten minutes after the booking are kept free: 10:00 cannot start, and says why;
+    // so does 09:00, whose own ten minutes after would reach into the booking.
+    page.wait_for_slot(1, "10:00", "buffer").await;
+    assert!(page.text(&slot(1, "10:00")).await.contains("Kept free"), "{}", page.text(&slot(1, "10:00")).await);
+    assert_eq!(page.slot_state(1, "09:00").await, "buffer");
+    assert_eq!(page.slot_state(1, "10:30").await, "free");
+    page.screenshot("phone.png").await;
+
+    let width = page.js("return window.innerWidth", json!([])).await;
+    assert_eq!(width, json!(390));
+    let scroll = page.js("return document.documentElement.scrollWidth", json!([])).await;
+    assert_eq!(scroll, width, "nothing scrolls sideways");
+    let small: Vec<Value> = page
+        .js(
+            "return [...document.querySelectorAll('button, select, input:not([type=checkbox])')] \
+               .filter((e) => e.offsetParent !== null && e.getBoundingClientRect().height < 44).map((e) => e.id || e.outerHTML.slice(0, 80))",
+            json!([]),
+        )
+        .await
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(small.is_empty(), "every control is at least 44 px tall: {small:?}");
+    let findings = page.accessibility_findings().await;
+    assert!(findings.is_empty(), "axe-core's serious and critical findings: {findings:#?}");
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn on_a_wide_screen_a_person_books_half_past_nine_in_the_week_and_moves_it_from_the_page() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let zone = "America/New_York";
+    let chair = salon_chair(&app).await;
+    let page = driver.browser().await;
+    page.resize(1280, 900).await;
+    page.open(&app, "/", "alice", chair).await;
+    assert!(!page.shown("#day-1").await, "no day picker beside the week");
+    assert!(page.shown(&slot(3, "09:30")).await, "the whole week shows");
+    assert_eq!(page.slot_state(5, "09:30").await, "closed", "Saturday is closed");
+
+    page.click(&slot(1, "09:30")).await;
+    page.wait_for_slot(1, "09:30", "mine-held").await;
+    assert!(page.in_view("#confirm").await, "Confirm in view beside the week");
+    page.click("#confirm").await;
+    page.wait_for_slot(1, "09:30", "mine").await;
+    page.wait_for_slot(1, "10:00", "buffer").await;
+    assert!(
+        page.js(
+            &format!("return document.querySelector('{}').getAttribute('aria-label')", slot(1, "10:00")),
+            json!([])
+        )
+        .await
+        .as_str()
+        .unwrap()
+        .ends_with("kept free around a booking"),
+        "the reason is in words for a screen reader too"
+    );
+    page.screenshot("desktop.png").await;
+    assert_eq!(stored_ranges(&app, chair, zone).await, vec![row("alice", "CONFIRMED", "Tue 09:30-10:00")]);
+    let findings = page.accessibility_findings().await;
+    assert!(findings.is_empty(), "axe-core's serious and critical findings: {findings:#?}");
+
+    // Moved to 14:00 from the list of my reservations, by keyboard: the booking is
+    // the same row, at its new time.
+    page.click("#mine li[data-status=CONFIRMED] button.move").await;
+    page.wait_for("the move banner", "!document.getElementById('move-banner').hidden").await;
+    page.wait_for("the week drawn for the move", "document.getElementById('calendar').dataset.moving !== ''").await;
+    page.wait_for_slot(1, "14:00", "free").await;
+    page.js(&format!("document.querySelector('{}').focus()", slot(1, "14:00")), json!([])).await;
+    page.post(
+        "/actions",
+        json!({"actions": [{"type": "key", "id": "keyboard", "actions": [
+        {"type": "keyDown", "value": "\u{E007}"}, {"type": "keyUp", "value": "\u{E007}"}]}]}),
+    )
+    .await;
+    page.wait_for_slot(1, "14:00", "mine").await;
+    assert!(page.message().await.starts_with("Moved: Salon chair"), "{}", page.message().await);
+    page.wait_for_slot(1, "09:30", "free").await;
+    assert_eq!(stored_ranges(&app, chair, zone).await, vec![row("alice", "CONFIRMED", "Tue 14:00-14:30")]);
 }

@@ -228,13 +228,15 @@ fn update_resource(f: &mut Fields<'_>) -> Option<ResourceChange> {
         metadata: f.metadata("metadata"),
         calendar: f.calendar(),
         policies: f.policies(),
+        default_duration_minutes: f.clearable("default_duration_minutes", fields::integer(1, 1440)),
     };
     if f.is_empty() {
         f.refuse(
             "body",
             "must change at least one of name, capacity, hold_ttl_seconds, offer_ttl_seconds, metadata, time_zone, \
              schedule, buffer_before_minutes, buffer_after_minutes, min_notice_minutes, max_advance_days, slot_minutes, \
-             cancel_notice_minutes, reschedule_notice_minutes, max_reschedules, max_hold_seconds",
+             cancel_notice_minutes, reschedule_notice_minutes, max_reschedules, max_hold_seconds, \
+             default_duration_minutes",
         );
         return None;
     }
@@ -256,6 +258,7 @@ fn create_resource(f: &mut Fields<'_>) -> Option<NewResource> {
     let metadata = f.metadata("metadata").unwrap_or_default();
     let calendar = f.calendar();
     let policies = f.policies();
+    let default_duration_minutes = f.nullable("default_duration_minutes", fields::integer(1, 1440));
     Some(NewResource {
         name: name?,
         capacity,
@@ -266,5 +269,6 @@ fn create_resource(f: &mut Fields<'_>) -> Option<NewResource> {
         metadata,
         calendar,
         policies,
+        default_duration_minutes,
     })
 }

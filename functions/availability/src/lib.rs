@@ -106,19 +106,20 @@ async fn calendar_read(
         }
         Op::GetSlots => {
             let id = matched.id(ApiError::ResourceNotFound)?;
-            let ask = slots_query(req)?;
+            let (ask, listed) = slots_query(req)?;
             booking::check_window(ask.from, ask.to, state.config.max_availability_window)?;
             let resource = booking::get_resource(&state.pool.get().await?, id).await?;
             let external = external_view(state, &resource, ask.from, ask.to).await?;
             let client = state.pool.get().await?;
-            let slots =
+            let starts =
                 booking::slots(&client, &resource, ask, external.as_deref(), state.config.limits(), now).await?;
-            Reply::json(StatusCode::OK, &Slots { slots })
+            Reply::json(StatusCode::OK, &Slots::of(starts, listed))
         }
         Op::FindSlots if together(req)? => {
             // The starts at which every resource, and some member of every pool, is
-            // free under its own rules and grid.
-            let ask = slots_query(req)?;
+            // free under its own rules and grid (the bookable ones: `unavailable` is
+            // a per-resource answer).
+            let (ask, _) = slots_query(req)?;
             booking::check_window(ask.from, ask.to, state.config.max_availability_window)?;
             let (ids, pools) = (resource_ids(req, true)?, pool_ids(req)?);
             let mut targets = Vec::with_capacity(ids.len() + pools.len());
@@ -141,7 +142,7 @@ async fn calendar_read(
             if !query_params(req, "pool_id")?.is_empty() {
                 return Err(ApiError::validation("pool_id", "is read only with together=true"));
             }
-            let ask = slots_query(req)?;
+            let (ask, listed) = slots_query(req)?;
             booking::check_window(ask.from, ask.to, state.config.max_availability_window)?;
             let ids = resource_ids(req, false)?;
             let mut resources = Vec::with_capacity(ids.len());
@@ -149,9 +150,10 @@ async fn calendar_read(
                 let resource = booking::get_resource(&state.pool.get().await?, id).await?;
                 let external = external_view(state, &resource, ask.from, ask.to).await?;
                 let client = state.pool.get().await?;
-                let slots =
+                let starts =
                     booking::slots(&client, &resource, ask, external.as_deref(), state.config.limits(), now).await?;
-                resources.push(ResourceSlots { resource_id: id, free: !slots.is_empty(), slots });
+                let slots = Slots::of(starts, listed);
+                resources.push(ResourceSlots { resource_id: id, free: !slots.slots.is_empty(), slots });
             }
             Reply::json(StatusCode::OK, &FoundSlots { resources })
         }
@@ -180,9 +182,26 @@ async fn external_view(
     }
 }
 
+/// Which starts a slots read lists: `unavailable=true` asks for the others too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    Bookable,
+    WithReasons,
+}
+
 #[derive(Serialize)]
 struct Slots {
     slots: Vec<shared::domain::calendar::Slot>,
+    /// The grid's other starts, each with its reason, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unavailable: Option<Vec<shared::domain::calendar::Unavailable>>,
+}
+
+impl Slots {
+    fn of(starts: shared::domain::calendar::Starts, listed: Listed) -> Slots {
+        let unavailable = (listed == Listed::WithReasons).then_some(starts.unavailable);
+        Slots { slots: starts.slots, unavailable }
+    }
 }
 
 #[derive(Serialize)]
@@ -190,7 +209,8 @@ struct ResourceSlots {
     resource_id: uuid::Uuid,
     /// Whether any start fits.
     free: bool,
-    slots: Vec<shared::domain::calendar::Slot>,
+    #[serde(flatten)]
+    slots: Slots,
 }
 
 #[derive(Serialize)]
@@ -252,12 +272,12 @@ async fn read_slots(
 ) -> Result<Vec<shared::domain::calendar::Slot>, ApiError> {
     let external = external_view(state, resource, ask.from, ask.to).await?;
     let client = state.pool.get().await?;
-    Ok(booking::slots(&client, resource, ask, external.as_deref(), state.config.limits(), now).await?)
+    Ok(booking::slots(&client, resource, ask, external.as_deref(), state.config.limits(), now).await?.slots)
 }
 
-/// `from`, `to`, `duration` (ISO 8601, such as `PT1H` or `PT30M`) and `quantity`
-/// (default 1) of a slots read.
-fn slots_query(req: &Request) -> Result<booking::SlotsRequest, ApiError> {
+/// `from`, `to`, `duration` (ISO 8601, such as `PT1H` or `PT30M`), `quantity`
+/// (default 1) and `unavailable` (`true` or `false`, the default) of a slots read.
+fn slots_query(req: &Request) -> Result<(booking::SlotsRequest, Listed), ApiError> {
     let window = window(req);
     let mut errors = match &window {
         Err(ApiError::Validation(errors)) => errors.clone(),
@@ -289,9 +309,17 @@ fn slots_query(req: &Request) -> Result<booking::SlotsRequest, ApiError> {
             }
         },
     };
+    let listed = match query_param(req, "unavailable").as_deref() {
+        None | Some("false") => Listed::Bookable,
+        Some("true") => Listed::WithReasons,
+        Some(_) => {
+            errors.push(shared::domain::FieldError::new("unavailable", "must be true or false"));
+            Listed::Bookable
+        }
+    };
     match (window, duration, quantity) {
         (Ok((from, to)), Some(duration), Some(quantity)) if errors.is_empty() => {
-            Ok(booking::SlotsRequest { from, to, duration, quantity })
+            Ok((booking::SlotsRequest { from, to, duration, quantity }, listed))
         }
         _ => Err(ApiError::Validation(errors)),
     }

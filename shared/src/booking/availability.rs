@@ -2,7 +2,7 @@
 
 use super::{BookingError, invalid};
 use crate::db::{GenericClient, reservations};
-use crate::domain::calendar::{Slot, SlotQuery};
+use crate::domain::calendar::{SlotQuery, Starts};
 use crate::domain::{Authority, Claim, FieldError, FreePiece, Limits, Principal, Reservation, Resource, Status};
 use crate::upstream::Block;
 use chrono::{DateTime, Duration, Utc};
@@ -127,9 +127,10 @@ pub struct SlotsRequest {
     pub quantity: i32,
 }
 
-/// The bookable starts of a resource in a window: on its grid (or every `duration`
-/// from local midnight), after its hours, buffers, notice and advance, and the load
-/// as this read sees it (a read without locks: a reserve still decides).
+/// The starts of a resource's grid in a window (or every `duration` from local
+/// midnight): those bookable after its hours, buffers, notice and advance and the load
+/// as this read sees it (a read without locks: a reserve still decides), and the
+/// others with the reason each is not.
 pub async fn slots(
     c: &impl GenericClient,
     resource: &Resource,
@@ -137,7 +138,7 @@ pub async fn slots(
     external: Option<&[Block]>,
     limits: Limits,
     now: DateTime<Utc>,
-) -> Result<Vec<Slot>, BookingError> {
+) -> Result<Starts, BookingError> {
     let mut errors = Vec::new();
     if req.duration < Duration::minutes(1) || req.duration > limits.max_duration {
         errors.push(FieldError::new(
@@ -155,17 +156,20 @@ pub async fn slots(
         (Authority::Upstream, None) => return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 5 }),
         (_, e) => e.unwrap_or(&[]),
     };
-    let mut claims = super::calendar::kept_around(c, resource, req.from, req.to, now).await?;
+    let bookings = super::calendar::bookings_around(c, resource, req.from, req.to, now).await?;
     let near = reservations::active_in_window(c, resource.id, req.from, req.to, now).await?;
     let ours = |b: &Block| near.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
-    claims.extend(external.iter().filter(|b| !ours(b)).map(|b| Claim { start: b.start, end: b.end, quantity: 1 }));
-    Ok(resource.calendar.slots(&SlotQuery {
+    let blocks = external.iter().filter(|b| !ours(b)).map(|b| Claim { start: b.start, end: b.end, quantity: 1 });
+    let claims: Vec<Claim> = bookings.iter().map(|k| k.kept).chain(blocks.clone()).collect();
+    let booked: Vec<Claim> = bookings.iter().map(|k| k.claim).chain(blocks).collect();
+    Ok(resource.calendar.starts(&SlotQuery {
         from: req.from,
         to: req.to,
         duration: req.duration,
         quantity: req.quantity,
         capacity: resource.capacity,
         claims: &claims,
+        booked: &booked,
         now,
         latest_end: now + limits.horizon,
     }))

@@ -148,8 +148,20 @@ pub(super) async fn kept_around(
     to: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Claim>, DbError> {
+    Ok(bookings_around(c, resource, from, to, now).await?.iter().map(|k| k.kept).collect())
+}
+
+/// The active bookings whose kept ranges can reach into `[from, to)`, each with its
+/// own range and the range it keeps.
+pub(super) async fn bookings_around(
+    c: &impl GenericClient,
+    resource: &Resource,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Kept>, DbError> {
     let reach = resource.calendar.reach();
-    Ok(reservations::kept_near(c, resource.id, from - reach, to + reach, now).await?.iter().map(|k| k.kept).collect())
+    reservations::kept_near(c, resource.id, from - reach, to + reach, now).await
 }
 
 /// Whether `entry` may be offered or booked now by its resource's rules: the

@@ -11,8 +11,8 @@
 use super::{BookingError, hand_over, on_freed};
 use crate::db::{GenericClient, lapse, reservations, resources, waitlist};
 use crate::domain::{
-    Authority, CalendarChange, CalendarRules, FieldError, Limits, Metadata, Policies, PoliciesChange, Principal,
-    Resource,
+    Authority, CalendarChange, CalendarRules, FieldError, Limits, Metadata, Patch, Policies, PoliciesChange,
+    Principal, Resource,
 };
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -29,6 +29,7 @@ pub struct NewResource {
     pub calendar: CalendarChange,
     /// The policies given; the rest are none.
     pub policies: PoliciesChange,
+    pub default_duration_minutes: Option<i32>,
 }
 
 pub struct ResourceDefaults {
@@ -86,6 +87,7 @@ pub async fn create_resource(
             created_at: now,
             calendar: &new.calendar.apply(&CalendarRules::default()),
             policies: &policies,
+            default_duration_minutes: new.default_duration_minutes,
         },
     )
     .await?)
@@ -140,6 +142,7 @@ pub struct ResourceChange {
     pub calendar: CalendarChange,
     /// New policies: they apply to every booking from now on.
     pub policies: PoliciesChange,
+    pub default_duration_minutes: Patch<i32>,
 }
 
 /// Changes a resource's settings. A higher capacity is offered to the waitlist at
@@ -182,6 +185,7 @@ pub async fn update_resource(
         metadata: change.metadata.as_ref().unwrap_or(&current.metadata),
         calendar: &change.calendar.apply(&current.calendar),
         policies: &policies,
+        default_duration_minutes: change.default_duration_minutes.apply(&current.default_duration_minutes),
     };
     if capacity == current.capacity {
         return Ok(resources::update_settings(tx, id, &settings, now).await?);

@@ -75,7 +75,8 @@ pub const RULES: &str = "SELECT rules_version, time_zone, schedule, buffer_befor
 pub const PRECHECK: &str = "SELECT r.id, r.name, r.capacity, r.authority, r.upstream_ref, r.hold_ttl_seconds, \
      r.offer_ttl_seconds, r.metadata, r.archived_at, r.created_at, r.updated_at, r.time_zone, r.schedule, \
      r.buffer_before_minutes, r.buffer_after_minutes, r.min_notice_minutes, r.max_advance_days, r.slot_minutes, \
-     r.cancel_notice_minutes, r.reschedule_notice_minutes, r.max_reschedules, r.max_hold_seconds, l.peak AS load, l.lapsed \
+     r.cancel_notice_minutes, r.reschedule_notice_minutes, r.max_reschedules, r.max_hold_seconds, \
+     r.default_duration_minutes, l.peak AS load, l.lapsed \
      FROM resources r, reservation_load($1, $2, $3, $4) l WHERE r.id = $1";
 
 /// What [`HOLD`] came to.

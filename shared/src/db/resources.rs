@@ -16,7 +16,7 @@ macro_rules! columns {
         "id, name, capacity, authority, upstream_ref, hold_ttl_seconds, offer_ttl_seconds, metadata, archived_at, \
          created_at, updated_at, time_zone, schedule, buffer_before_minutes, buffer_after_minutes, \
          min_notice_minutes, max_advance_days, slot_minutes, cancel_notice_minutes, reschedule_notice_minutes, \
-         max_reschedules, max_hold_seconds"
+         max_reschedules, max_hold_seconds, default_duration_minutes"
     };
 }
 
@@ -24,8 +24,8 @@ pub const INSERT: &str = concat!(
     "INSERT INTO resources (id, name, capacity, authority, upstream_ref, hold_ttl_seconds, ",
     "offer_ttl_seconds, metadata, created_by, created_at, updated_at, time_zone, schedule, ",
     "buffer_before_minutes, buffer_after_minutes, min_notice_minutes, max_advance_days, slot_minutes, ",
-    "cancel_notice_minutes, reschedule_notice_minutes, max_reschedules, max_hold_seconds) ",
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) ",
+    "cancel_notice_minutes, reschedule_notice_minutes, max_reschedules, max_hold_seconds, default_duration_minutes) ",
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) ",
     "RETURNING ",
     columns!()
 );
@@ -53,7 +53,8 @@ pub const UPDATE_SETTINGS: &str = concat!(
     "UPDATE resources SET name = $2, capacity = $3, hold_ttl_seconds = $4, offer_ttl_seconds = $5, ",
     "metadata = $6, updated_at = $7, time_zone = $8, schedule = $9, buffer_before_minutes = $10, ",
     "buffer_after_minutes = $11, min_notice_minutes = $12, max_advance_days = $13, slot_minutes = $14, ",
-    "cancel_notice_minutes = $15, reschedule_notice_minutes = $16, max_reschedules = $17, max_hold_seconds = $18 ",
+    "cancel_notice_minutes = $15, reschedule_notice_minutes = $16, max_reschedules = $17, max_hold_seconds = $18, ",
+    "default_duration_minutes = $19 ",
     "WHERE id = $1 RETURNING ",
     columns!()
 );
@@ -94,6 +95,7 @@ pub struct NewResource<'a> {
     pub created_at: DateTime<Utc>,
     pub calendar: &'a CalendarRules,
     pub policies: &'a Policies,
+    pub default_duration_minutes: Option<i32>,
 }
 
 pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resource, DbError> {
@@ -123,6 +125,7 @@ pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resou
                 &r.policies.reschedule_notice_minutes,
                 &r.policies.max_reschedules,
                 &r.policies.max_hold_seconds,
+                &r.default_duration_minutes,
             ],
         )
         .await?;
@@ -173,6 +176,7 @@ pub struct Settings<'a> {
     pub metadata: &'a Metadata,
     pub calendar: &'a CalendarRules,
     pub policies: &'a Policies,
+    pub default_duration_minutes: Option<i32>,
 }
 
 pub async fn update_settings(
@@ -204,6 +208,7 @@ pub async fn update_settings(
                 &s.policies.reschedule_notice_minutes,
                 &s.policies.max_reschedules,
                 &s.policies.max_hold_seconds,
+                &s.default_duration_minutes,
             ],
         )
         .await?;
@@ -235,6 +240,7 @@ pub(crate) fn from_row(row: &Row) -> Result<Resource, DbError> {
             max_reschedules: row.try_get("max_reschedules")?,
             max_hold_seconds: row.try_get("max_hold_seconds")?,
         },
+        default_duration_minutes: row.try_get("default_duration_minutes")?,
     })
 }
 

@@ -96,6 +96,9 @@ pub struct Resource {
     /// Its deadlines for cancels and moves, and how long a hold may be kept.
     #[serde(flatten)]
     pub policies: Policies,
+    /// The length a booking page offers first, in minutes; `None`: the grid's step, or
+    /// an hour. A hint for clients: no booking is judged by it.
+    pub default_duration_minutes: Option<i32>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

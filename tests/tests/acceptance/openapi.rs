@@ -299,6 +299,25 @@ async fn answers_along_the_main_flows_match_the_document() {
     assert_eq!(availability.status, StatusCode::OK);
     assert_eq!(availability.body["taken"][0]["status"], "HELD");
     assert_eq!(availability.body["free"].as_array().unwrap().len(), 2);
+    // The same window's starts, with the reason each of the others cannot be booked.
+    let window = format!("from={}&to={}&duration=PT1H&unavailable=true", day.0, day.1);
+    let starts = call(&app, &doc, app.get("carol", &format!("/v1/resources/{room_id}/slots?{window}"))).await;
+    assert_eq!(starts.status, StatusCode::OK);
+    assert_eq!(starts.body["slots"].as_array().unwrap().len(), 5, "{}", starts.body);
+    assert_eq!(starts.body["unavailable"], json!([{"start": ten.0, "end": ten.1, "reason": "taken"}]));
+    let found = call(&app, &doc, app.get("carol", &format!("/v1/slots?resource_id={room_id}&{window}"))).await;
+    assert_eq!(found.status, StatusCode::OK);
+    assert_eq!(found.body["resources"][0]["unavailable"], starts.body["unavailable"]);
+    let plain_path = format!("{}&duration=PT1H", calendar.replace("availability", "slots"));
+    let plain = call(&app, &doc, app.get("carol", &plain_path)).await;
+    assert!(plain.body.get("unavailable").is_none(), "listed only when asked: {}", plain.body);
+    // A booking page's default length, set and cleared.
+    let length =
+        |v: Value| app.patch("admin", &format!("/v1/resources/{room_id}"), &json!({"default_duration_minutes": v}));
+    let set = call(&app, &doc, length(json!(45))).await;
+    assert_eq!((set.status, &set.body["default_duration_minutes"]), (StatusCode::OK, &json!(45)));
+    let cleared = call(&app, &doc, length(Value::Null)).await;
+    assert_eq!((cleared.status, &cleared.body["default_duration_minutes"]), (StatusCode::OK, &Value::Null));
     let no_to =
         call(&app, &doc, app.get("carol", &format!("/v1/resources/{room_id}/availability?from={}", day.0))).await;
     assert_eq!(no_to.status, StatusCode::BAD_REQUEST);

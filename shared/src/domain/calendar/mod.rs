@@ -27,7 +27,7 @@ mod wire;
 
 pub use local_time::local_to_utc;
 pub use rules::{Judge, Rule};
-pub use slots::{Slot, SlotQuery};
+pub use slots::{Reason, Slot, SlotQuery, Starts, Unavailable};
 pub use wire::{DAYS, parse_time_zone};
 
 use super::Patch;

@@ -11,18 +11,26 @@ impl CalendarRules {
     /// without one, every `duration` from local midnight), after hours, notice,
     /// advance, buffers and the load of the bookings.
     pub fn slots(&self, query: &SlotQuery<'_>) -> Vec<Slot> {
-        let SlotQuery { from, to, duration, quantity, capacity, claims, now, latest_end } = *query;
+        self.starts(query).slots
+    }
+
+    /// Every start of the grid inside the window, each either bookable or with the
+    /// one reason it is not ([`Reason`]), judged in the order a person reads them: a
+    /// past start is past before it is closed, a closed one closed before it is taken.
+    pub fn starts(&self, query: &SlotQuery<'_>) -> Starts {
+        let SlotQuery { from, to, duration, quantity, capacity, claims, booked, now, latest_end } = *query;
+        let mut out = Starts::default();
         let step = self.slot_minutes.map_or(duration, |m| Duration::minutes(m.into()));
         if step <= Duration::zero() || duration <= Duration::zero() {
-            return Vec::new();
+            return out;
         }
-        let earliest = from.max(now + Duration::minutes(self.min_notice_minutes.into()));
+        let earliest = now + Duration::minutes(self.min_notice_minutes.into());
         let latest_start = self.max_advance_days.map(|d| now + Duration::days(d.into()));
         let stretches = self.schedule.as_ref().map(|s| s.open_stretches(self.time_zone, from, to));
         let segments = load_segments(from, to, &self.widened(claims));
+        let bare = load_segments(from, to, booked);
         let (capacity, quantity) = (i64::from(capacity), i64::from(quantity));
-        let mut out = Vec::new();
-        let (mut seg, mut stretch) = (0, 0);
+        let (mut seg, mut bare_seg, mut stretch) = (0, 0, 0);
         let mut last: Option<DateTime<Utc>> = None;
         let mut date = from.with_timezone(&self.time_zone).date_naive();
         let last_date = to.with_timezone(&self.time_zone).date_naive();
@@ -30,27 +38,35 @@ impl CalendarRules {
             for start in self.grid_of_day(date, step) {
                 let end = start + duration;
                 // A skipped wall time lands on a later start, perhaps one already listed.
-                if last.is_some_and(|l| start <= l) || start < earliest || end > to || end > latest_end {
+                if last.is_some_and(|l| start <= l) || start < from || end > to {
                     continue;
                 }
-                if latest_start.is_some_and(|l| start > l) {
-                    continue;
-                }
-                if let Some(stretches) = &stretches {
+                last = Some(start);
+                let closed = stretches.as_ref().is_some_and(|stretches| {
                     while stretch < stretches.len() && stretches[stretch].1 <= start {
                         stretch += 1;
                     }
-                    if !stretches.get(stretch).is_some_and(|&(open, close)| open <= start && end <= close) {
-                        continue;
-                    }
-                }
-                while seg < segments.len() && segments[seg].1 <= start {
-                    seg += 1;
-                }
-                let load = segments[seg..].iter().take_while(|s| s.0 < end).map(|s| s.2).max().unwrap_or(0);
-                if load + quantity <= capacity {
-                    out.push(Slot { start, end, remaining: capacity - load });
-                    last = Some(start);
+                    !stretches.get(stretch).is_some_and(|&(open, close)| open <= start && end <= close)
+                });
+                let load = peak(&segments, &mut seg, start, end);
+                let reason = if start < now {
+                    Some(Reason::Past)
+                } else if closed {
+                    Some(Reason::Closed)
+                } else if start < earliest {
+                    Some(Reason::Notice)
+                } else if end > latest_end || latest_start.is_some_and(|l| start > l) {
+                    Some(Reason::Advance)
+                } else if load + quantity <= capacity {
+                    None
+                } else if peak(&bare, &mut bare_seg, start, end) + quantity > capacity {
+                    Some(Reason::Taken)
+                } else {
+                    Some(Reason::Buffer)
+                };
+                match reason {
+                    None => out.slots.push(Slot { start, end, remaining: capacity - load }),
+                    Some(reason) => out.unavailable.push(Unavailable { start, end, reason }),
                 }
             }
             date += Duration::days(1);
@@ -82,10 +98,25 @@ impl CalendarRules {
     }
 }
 
+/// The highest load of `segments` over `[start, end)`, with `seg` the first segment
+/// not yet wholly before `start` (starts come in order, so it only moves on).
+fn peak(
+    segments: &[(DateTime<Utc>, DateTime<Utc>, i64)],
+    seg: &mut usize,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+) -> i64 {
+    while *seg < segments.len() && segments[*seg].1 <= start {
+        *seg += 1;
+    }
+    segments[*seg..].iter().take_while(|s| s.0 < end).map(|s| s.2).max().unwrap_or(0)
+}
+
 /// What a list of bookable starts asks: starts of `duration` for `quantity` inside
 /// `[from, to)`, beside `claims` (the ranges the bookings keep) on a resource of
 /// `capacity`; none before `now` (and its notice) nor ending after `latest_end` (the
-/// global horizon).
+/// global horizon). `booked` are the bookings' own ranges, without their buffers: a
+/// start they leave room for but `claims` do not is kept free, not taken.
 #[derive(Debug, Clone, Copy)]
 pub struct SlotQuery<'a> {
     pub from: DateTime<Utc>,
@@ -94,6 +125,7 @@ pub struct SlotQuery<'a> {
     pub quantity: i32,
     pub capacity: i32,
     pub claims: &'a [Claim],
+    pub booked: &'a [Claim],
     pub now: DateTime<Utc>,
     pub latest_end: DateTime<Utc>,
 }
@@ -104,6 +136,40 @@ pub struct Slot {
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub remaining: i64,
+}
+
+/// Why a start of the grid cannot be booked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// It has begun already.
+    Past,
+    /// Outside the opening hours, or on a day an exception closes.
+    Closed,
+    /// Sooner than the minimum notice.
+    Notice,
+    /// Further ahead than the maximum advance or the service's horizon.
+    Advance,
+    /// The bookings themselves leave no room for the quantity.
+    Taken,
+    /// The bookings leave room, but not the time kept free around them (their
+    /// buffers or its own).
+    Buffer,
+}
+
+/// A start of the grid that cannot be booked, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unavailable {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub reason: Reason,
+}
+
+/// Every start of a window's grid: the bookable ones and the others with their reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Starts {
+    pub slots: Vec<Slot>,
+    pub unavailable: Vec<Unavailable>,
 }
 
 #[cfg(test)]
@@ -126,6 +192,7 @@ mod tests {
             quantity: 1,
             capacity: 1,
             claims: &kept,
+            booked: &[],
             now,
             latest_end: at("2030-01-01T00:00:00Z"),
         });
@@ -143,6 +210,7 @@ mod tests {
             quantity: 1,
             capacity: 1,
             claims: &booked,
+            booked: &booked,
             now,
             latest_end: at("2030-01-01T00:00:00Z"),
         });
@@ -171,6 +239,7 @@ mod tests {
             quantity: 1,
             capacity: 1,
             claims: &[],
+            booked: &[],
             now: at(NOW),
             latest_end: at("2030-01-01T00:00:00Z"),
         });
@@ -191,6 +260,7 @@ mod tests {
             quantity: 1,
             capacity: 1,
             claims: &[],
+            booked: &[],
             now: at(NOW),
             latest_end: at("2030-01-01T00:00:00Z"),
         });
@@ -207,5 +277,43 @@ mod tests {
             ]
         );
         assert!(slots.iter().all(|s| r.on_grid(s.start)), "each is a grid start a reserve accepts");
+    }
+
+    #[test]
+    fn each_start_that_cannot_be_booked_says_why() {
+        // Open 09:00-12:00 UTC, a 30-minute grid, 10 minutes kept free after each
+        // booking, an hour's notice, at most a day ahead.
+        let mut r = rules("UTC", every_day("09:00", "12:00"));
+        r.slot_minutes = Some(30);
+        r.buffer_after_minutes = 10;
+        r.min_notice_minutes = 60;
+        r.max_advance_days = Some(1);
+        let now = at("2027-01-12T08:20:00Z");
+        // Booked 10:00-10:30: it keeps 10:00-10:40.
+        let booked = [Claim { start: at("2027-01-12T10:00:00Z"), end: at("2027-01-12T10:30:00Z"), quantity: 1 }];
+        let kept = [Claim { start: at("2027-01-12T10:00:00Z"), end: at("2027-01-12T10:40:00Z"), quantity: 1 }];
+        let starts = r.starts(&SlotQuery {
+            from: at("2027-01-12T08:00:00Z"),
+            to: at("2027-01-13T12:00:00Z"),
+            duration: Duration::minutes(30),
+            quantity: 1,
+            capacity: 1,
+            claims: &kept,
+            booked: &booked,
+            now,
+            latest_end: at("2030-01-01T00:00:00Z"),
+        });
+        let reason_at = |t: &str| starts.unavailable.iter().find(|u| u.start == at(t)).map(|u| u.reason);
+        assert_eq!(reason_at("2027-01-12T08:00:00Z"), Some(Reason::Past));
+        assert_eq!(reason_at("2027-01-12T12:00:00Z"), Some(Reason::Closed));
+        assert_eq!(reason_at("2027-01-12T09:00:00Z"), Some(Reason::Notice));
+        // 09:30-10:00 would keep 10:00-10:10 free, over the booking.
+        assert_eq!(reason_at("2027-01-12T09:30:00Z"), Some(Reason::Buffer));
+        assert_eq!(reason_at("2027-01-12T10:00:00Z"), Some(Reason::Taken));
+        // 10:30 lies in the ten minutes the booking keeps after it.
+        assert_eq!(reason_at("2027-01-12T10:30:00Z"), Some(Reason::Buffer));
+        assert_eq!(reason_at("2027-01-13T09:00:00Z"), Some(Reason::Advance));
+        let open: Vec<String> = starts.slots.iter().map(|s| s.start.to_rfc3339()).collect();
+        assert_eq!(open, ["2027-01-12T11:00:00+00:00", "2027-01-12T11:30:00+00:00"]);
     }
 }
