@@ -11,8 +11,8 @@
 use super::{BookingError, hand_over, on_freed};
 use crate::db::{GenericClient, lapse, reservations, resources, waitlist};
 use crate::domain::{
-    Authority, CalendarChange, CalendarRules, FieldError, Limits, Metadata, Patch, Policies, PoliciesChange,
-    Principal, Resource,
+    Authority, CalendarChange, CalendarRules, FieldError, Limits, Metadata, Patch, Policies, PoliciesChange, Principal,
+    Resource,
 };
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
