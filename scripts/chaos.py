@@ -3,9 +3,10 @@
 
 Run through `scripts/chaos` (which builds the dev server first). Standard library only.
 
-Mixed concurrent load (holds, one-step bookings, confirms, releases, cancels, waitlist
-joins and leaves, every mutation under an Idempotency-Key) on resources of capacity 1, 2
-and 5 with 1-2 s hold TTLs, while backends are terminated every few seconds, the cluster
+Mixed concurrent load (holds, one-step bookings, bookings of two items (two resources in
+either order, or a resource and any member of a pool), confirms, releases, cancels,
+waitlist joins and leaves, every mutation under an Idempotency-Key) on resources of
+capacity 1, 2 and 5 with 1-2 s hold TTLs, while backends are terminated every few seconds, the cluster
 is restarted (`pg_ctl restart -m fast` and `-m immediate`) and the server is killed with
 SIGKILL in the middle of a burst and started again. Every key that got no final answer
 (a 5xx, a broken connection, 409 idempotency-key-in-progress) is retried until it gets
@@ -16,6 +17,7 @@ one. Then the invariants are read from the database, not from the API:
   (b) no CONFIRMED answer is lost;
   (c) one reservation (and one waitlist entry) per idempotency key;
   (d) no waiting entry could fit the free capacity once the sweeper has run;
+  (e) every booking of several items is whole: its rows share one status and expiry;
 plus no HTTP 500 and a final answer for every key. The last line is
 `chaos: N passed, M failed`; the exit status is 1 when M > 0.
 
@@ -531,8 +533,9 @@ def retry_pending(deadline, pool, clients):
 
 
 class World:
-    def __init__(self, resources):
+    def __init__(self, resources, pool):
         self.resources = resources  # list of dicts: id, capacity, hold_ttl_seconds, offer_ttl_seconds
+        self.pool = pool  # the id of a pool of the capacity-1 resources
         day = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
         self.day = day
 
@@ -558,7 +561,7 @@ def worker(i, world, stop, deadline):
     client = Client(me)
     held, booked, entries = [], [], []
     while not stop.is_set() and time.monotonic() < deadline:
-        choices = [("hold", 25), ("book", 14), ("join", 9), ("read", 5)]
+        choices = [("hold", 25), ("book", 14), ("group", 10), ("join", 9), ("read", 5)]
         if held:
             choices += [("confirm", 14), ("release", 8)]
         if booked:
@@ -574,6 +577,20 @@ def worker(i, world, stop, deadline):
             r = mutate(client, Op(me, action, "POST", "/v1/reservations", body(payload)), stop=stop)
             if r is not None and r.status == 201:
                 (held if action == "hold" else booked).append(r.json["id"])
+        elif action == "group":
+            # Two resources in a random order (so A+B races B+A), or one and any member
+            # of the pool; one item in four confirmed at once.
+            first, second = rnd.sample(world.resources, 2)
+            _, start, end, _ = world.slot(rnd, first)
+            items = [{"resource_id": first["id"]},
+                     {"pool_id": world.pool} if rnd.random() < 0.3 else {"resource_id": second["id"]}]
+            payload = {"items": items, "start": start, "end": end}
+            if rnd.random() < 0.25:
+                payload["confirm"] = True
+            kind = "book" if payload.get("confirm") else "hold"
+            r = mutate(client, Op(me, kind, "POST", "/v1/reservations", body(payload)), stop=stop)
+            if r is not None and r.status == 201:
+                (held if kind == "hold" else booked).append(r.json["id"])
         elif action == "confirm":
             rid = held.pop(rnd.randrange(len(held)))
             r = mutate(client, Op(me, "confirm", "POST", f"/v1/reservations/{rid}/confirm", b"{}", rid), stop=stop)
@@ -748,48 +765,61 @@ def check_replay(checks, snap):
     cap = {r["id"]: r["capacity"] for r in snap["resources"]}
     name = {r["id"]: r["name"] for r in snap["resources"]}
     expires = {r["id"]: r["expires_at"] for r in reservations}
-    steps = {}  # (resource, created_at) -> events in seq order; dicts keep the first-seen order
+    # A booking's one event claims every item on its own resource: each item is a claim
+    # of its own, named (reservation, item) and replayed on its resource.
+    steps = {}  # (resource, created_at) -> (event, claim, quantity) in seq order
     for ev in events:
-        steps.setdefault((ev["payload"]["resource_id"], ev["created_at"]), []).append(ev)
+        p = ev["payload"]
+        items = p.get("items") or [{"resource_id": p["resource_id"], "quantity": p["quantity"]}]
+        for i, item in enumerate(items):
+            claim = (p["reservation_id"], i)
+            steps.setdefault((item["resource_id"], ev["created_at"]), []).append((ev, claim, int(item["quantity"])))
     active = collections.defaultdict(dict)
     state, last, confirmed_at = {}, {}, {}
     violations, anomalies = [], []
     activations = with_lapsed = 0
     by_source = collections.Counter()
+    def lapsed_item(claim, at):
+        rid, item = claim
+        return item > 0 and rid not in confirmed_at and expires[rid] is not None and ts(expires[rid]) <= at
+
     for (res, created_at), step in steps.items():
         activated = []
-        for ev in step:
+        for ev, claim, quantity in step:
             p, kind = ev["payload"], ev["kind"]
             rid = p["reservation_id"]
             last[rid] = (ev["seq"], kind, p.get("status"))
             if kind == "reservation.confirmed":
                 confirmed_at.setdefault(rid, ev["seq"])
             if kind in ACTIVATE:
-                if rid in state:
-                    if state[rid] == "ended":
+                if claim in state:
+                    if state[claim] == "ended":
                         anomalies.append(f"seq {ev['seq']}: {kind} of {rid} after it ended")
                     continue
-                active[res][rid] = (ts(p["start"]), ts(p["end"]), int(p["quantity"]))
-                state[rid] = "active"
-                activated.append(ev)
+                active[res][claim] = (ts(p["start"]), ts(p["end"]), quantity)
+                state[claim] = "active"
+                activated.append((ev, claim))
                 activations += 1
             elif kind in DEACTIVATE:
-                if state.get(rid) == "active":
-                    del active[res][rid]
-                elif rid not in state:
+                if state.get(claim) == "active":
+                    del active[res][claim]
+                elif claim not in state:
                     anomalies.append(f"seq {ev['seq']}: {kind} of {rid} before any held/confirmed event")
-                state[rid] = "ended"
-        for ev in activated:
+                state[claim] = "ended"
+        for ev, claim in activated:
             p, kind, rid = ev["payload"], ev["kind"], ev["payload"]["reservation_id"]
-            if state[rid] != "active":
+            if state[claim] != "active":
                 continue
-            s0, e0, _ = active[res][rid]
-            top = peak(active[res].values(), s0, e0)
+            s0, e0, _ = active[res][claim]
+            at = ts(created_at)
+            # An item of a booking of several other than its lead is written down
+            # EXPIRED without an event of its own (the lead's comes when its row is):
+            # once lapsed it no longer counts; the SQL check (e) finds it split.
+            top = peak([c for o, c in active[res].items() if not lapsed_item(o, at)], s0, e0)
             if top > cap[res]:
-                at = ts(created_at)
                 lapsed = [o for o, (s, e, _) in active[res].items()
-                          if o != rid and s < e0 and e > s0 and o not in confirmed_at
-                          and expires[o] is not None and ts(expires[o]) <= at]
+                          if o != claim and s < e0 and e > s0 and o[0] not in confirmed_at
+                          and expires[o[0]] is not None and ts(expires[o[0]]) <= at]
                 with_lapsed += bool(lapsed)
                 by_source[f"{kind.split('.')[1]} {p.get('source')}"] += 1
                 violations.append(f"seq {ev['seq']}: {kind} ({p.get('source')}) of {rid} on {name[res]} brings the load to "
@@ -806,8 +836,10 @@ def check_replay(checks, snap):
     # The replay means something only if the log tells each reservation's whole story.
     mismatched = []
     for r in reservations:
-        st = state.get(r["id"])
-        seen = last.get(r["id"])
+        # An item's story is its booking's: the lead's events, replayed on its resource.
+        lead = r["booking_id"] or r["id"]
+        st = state.get((lead, r["item"] or 0))
+        seen = last.get(lead)
         if st is None:
             mismatched.append(f"{r['id']} ({r['status']}) has no held/confirmed event")
         elif (r["status"] in ACTIVE) != (st == "active"):
@@ -815,7 +847,7 @@ def check_replay(checks, snap):
         elif seen[2] != r["status"] and r["status"] != "CONFIRMING":
             mismatched.append(f"{r['id']} is {r['status']} but its last event (seq {seen[0]}, {seen[1]}) says {seen[2]}")
     ids = {r["id"] for r in reservations}
-    mismatched += [f"event for unknown reservation {rid}" for rid in state if rid not in ids]
+    mismatched += [f"event for unknown reservation {rid}" for rid, _ in state if rid not in ids]
     problems = mismatched + anomalies
     checks.add("(a) event log matches the reservations table", not problems,
                f"{len(reservations)} reservations, {len(problems)} mismatches"
@@ -855,7 +887,10 @@ def check_idempotency(checks, snap):
     owners = {e["id"]: e["owner"] for e in entries}
     problems += [f"key {k['key']} rejoined {rid}, which is not {k['principal']}'s entry"
                  for rid, ks in rejoins.items() for k in ks if owners.get(rid) != k["principal"]]
-    made = [r["id"] for r in reservations if r["source"] == "request"] + [e["id"] for e in entries]
+    # A booking of several items is made by its request as its lead row (the booking's
+    # id); the other items' rows name it in booking_id.
+    made = [r["id"] for r in reservations if r["source"] == "request" and r["booking_id"] in (None, r["id"])]
+    made += [e["id"] for e in entries]
     orphans = [rid for rid in made if rid not in by_id]
     problems += [f"{rid} was created but no key's stored answer names it" for rid in orphans[:20]]
     # From the clients: each key's answers agree, name what the database stored for the
@@ -909,6 +944,21 @@ LEFT JOIN LATERAL (
 WHERE w.status = 'WAITING' AND w.starts_at > now() AND coalesce(p.load, 0) + w.quantity <= r.capacity
 ORDER BY w.seq
 """
+
+
+def check_bookings_whole(cluster, checks):
+    """(e) The rows of a booking of several items share their status and expiry: no
+    item was confirmed, released, expired or handed over without the others."""
+    split = cluster.rows(
+        "SELECT booking_id, count(*) AS items, string_agg(DISTINCT status, '/') AS statuses "
+        "FROM reservations WHERE booking_id IS NOT NULL GROUP BY booking_id "
+        "HAVING count(DISTINCT status) > 1 OR count(DISTINCT expires_at) > 1 OR count(*) < 2")
+    bookings = cluster.rows("SELECT count(DISTINCT booking_id) AS n, count(*) AS rows, "
+                            "count(pool_id) AS picked FROM reservations WHERE booking_id IS NOT NULL")[0]
+    checks.add("(e) every booking of several items is whole", not split and bookings["n"] > 0,
+               f"{bookings['n']} bookings of several items ({bookings['rows']} rows, {bookings['picked']} picked from "
+               f"the pool), {len(split)} split" + ("; first: " + " | ".join(
+                   f"{r['booking_id']}: {r['items']} rows, {r['statuses']}" for r in split[:5]) if split else ""))
 
 
 def check_waitlist(cluster, checks):
@@ -1065,9 +1115,14 @@ def main():
                 if r.status != 201:
                     raise RuntimeError(f"creating a resource answered {r.status}: {r.body[:300]!r}")
                 resources.append(r.json)
+        ones = [r["id"] for r in resources if r["capacity"] == 1]
+        r = admin.request("POST", "/v1/pools", body({"name": "chaos-pool", "resource_ids": ones, "strategy": "least_booked"}))
+        if r.status != 201:
+            raise RuntimeError(f"creating the pool answered {r.status}: {r.body[:300]!r}")
+        pool = r.json["id"]
         admin.close()
         say("resources: " + ", ".join(f"{r['name']} (ttl {r['hold_ttl_seconds']}/{r['offer_ttl_seconds']} s)" for r in resources))
-        world = World(resources)
+        world = World(resources, pool)
 
         load_start = time.monotonic()
         load_end = load_start + LOAD_SECONDS
@@ -1163,7 +1218,7 @@ def main():
 
         snap = cluster.snapshot({
             "resources": "SELECT id, name, capacity FROM resources",
-            "reservations": "SELECT id, resource_id, status, source, expires_at FROM reservations",
+            "reservations": "SELECT id, resource_id, status, source, expires_at, booking_id, item FROM reservations",
             "entries": "SELECT id, owner, status FROM waitlist_entries",
             "events": "SELECT seq, kind, payload, created_at FROM outbox WHERE kind LIKE 'reservation.%' ORDER BY seq",
             "keys": "SELECT principal, route, key, state, response_status AS status, "
@@ -1181,6 +1236,7 @@ def main():
         check_confirmed(checks, snap["reservations"])
         check_idempotency(checks, snap)
         check_waitlist(cluster, checks)
+        check_bookings_whole(cluster, checks)
         checks.add("no HTTP 500", STATS.count_500 == 0, f"{STATS.count_500} answers with status 500")
     except KeyboardInterrupt as e:
         stop.set()

@@ -1,6 +1,7 @@
 //! (a) The burst: many principals hold the same slot of one capacity-1 resource at the
 //! same instant. Exactly one must win; everyone else must hear 409 quickly, because a
-//! popular slot going on sale is the moment users are watching the spinner.
+//! popular slot going on sale is the moment users are watching the spinner. (ag) is the
+//! same for one group of capacity-1 resources booked together.
 
 use crate::setup::{self, BoxError, Server};
 use crate::stats::{Outcome, Summary, Tally};
@@ -21,8 +22,9 @@ pub struct Round {
     pub latencies: Vec<Duration>,
     /// From the release of the barrier to the last answer.
     pub wall: Duration,
-    /// Active reservations of the round's resource after the burst, read straight from
-    /// PostgreSQL: the answers could be right while the table is not.
+    /// Active bookings of the round's resources after the burst (a booking of several
+    /// items counted once; the capacity check finds one with only some items active),
+    /// read straight from PostgreSQL: the answers could be right while the table is not.
     pub stored_active: i64,
     /// Why a request got no answer, if one did not.
     pub first_error: Option<String>,
@@ -66,17 +68,33 @@ impl Report {
     }
 }
 
-/// Runs a warm-up burst and then `rounds` bursts of `contenders` requests, each on a
-/// fresh resource so that no round sees the previous one's hold.
-pub async fn run(server: &Server, db: &Client, contenders: usize, rounds: usize) -> Result<Report, BoxError> {
+/// Runs a warm-up burst and then `rounds` bursts of `contenders` requests, each on
+/// fresh resources so that no round sees the previous one's hold. Each request books
+/// `items` resources together: one in the single form, several as `items`.
+pub async fn run(
+    server: &Server,
+    db: &Client,
+    contenders: usize,
+    rounds: usize,
+    items: usize,
+) -> Result<Report, BoxError> {
     let clients = warm_clients(server, contenders).await?;
     let admin = setup::http_client(1);
     let (start, end) = slot();
     let mut all = Vec::with_capacity(rounds + 1);
     for n in 0..=rounds {
-        let resource = setup::create_resource(&admin, server, &format!("burst {n}")).await?;
-        let mut round = one_round(&clients, server, resource, n, (&start, &end)).await?;
-        round.stored_active = active_reservations(db, resource).await?;
+        let mut resources = Vec::with_capacity(items);
+        for i in 0..items {
+            resources.push(setup::create_resource(&admin, server, &format!("burst {n}.{i}")).await?);
+        }
+        let mut body = match resources.as_slice() {
+            [one] => json!({"resource_id": one}),
+            group => json!({"items": group.iter().map(|id| json!({"resource_id": id})).collect::<Vec<_>>()}),
+        };
+        body["start"] = json!(start);
+        body["end"] = json!(end);
+        let mut round = one_round(&clients, server, &body, &format!("{items}-{n}")).await?;
+        round.stored_active = active_bookings(db, &resources).await?;
         all.push(round);
     }
     let warmup = all.remove(0);
@@ -103,17 +121,15 @@ fn slot() -> (String, String) {
 async fn one_round(
     clients: &[reqwest::Client],
     server: &Server,
-    resource: Uuid,
-    n: usize,
-    (start, end): (&str, &str),
+    body: &serde_json::Value,
+    n: &str,
 ) -> Result<Round, BoxError> {
-    let body = json!({"resource_id": resource, "start": start, "end": end});
     let url = server.url("/v1/reservations");
     // Built before the barrier, so that the contenders do only the sending after it.
     let requests = clients
         .iter()
         .enumerate()
-        .map(|(i, c)| c.post(&url).header("x-principal", format!("burst-{n}-{i}")).json(&body).build())
+        .map(|(i, c)| c.post(&url).header("x-principal", format!("burst-{n}-{i}")).json(body).build())
         .collect::<Result<Vec<_>, _>>()?;
     let barrier = Arc::new(Barrier::new(clients.len()));
     let tasks: Vec<_> = clients
@@ -158,12 +174,13 @@ async fn one_round(
     Ok(round)
 }
 
-async fn active_reservations(db: &Client, resource: Uuid) -> Result<i64, BoxError> {
+/// Bookings with an active row on `resources`.
+async fn active_bookings(db: &Client, resources: &[Uuid]) -> Result<i64, BoxError> {
     let row = db
         .query_one(
-            "SELECT count(*) FROM reservations \
-             WHERE resource_id = $1 AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')",
-            &[&resource],
+            "SELECT count(DISTINCT coalesce(booking_id, id)) FROM reservations \
+             WHERE resource_id = ANY($1) AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')",
+            &[&resources],
         )
         .await?;
     Ok(row.get(0))

@@ -1,5 +1,6 @@
 //! The check after each phase of the core bench: no resource holds more than its
-//! capacity at any instant, and no booking lies outside its resource's opening hours.
+//! capacity at any instant, no booking lies outside its resource's opening hours, and
+//! no booking of several items has some items active and others not.
 //! A fast answer is worth nothing if it double-booked, so the table itself is read,
 //! not the answers.
 //!
@@ -60,13 +61,26 @@ pub struct Check {
     pub over: Vec<(String, i32, i64)>,
     /// Active bookings outside their resource's opening hours.
     pub outside_hours: i64,
+    /// Bookings of several items with some items active and others not.
+    pub partial_bookings: i64,
 }
 
 impl Check {
     pub fn is_correct(&self) -> bool {
-        self.over.is_empty() && self.outside_hours == 0
+        self.over.is_empty() && self.outside_hours == 0 && self.partial_bookings == 0
     }
 }
+
+/// Bookings of several items whose rows disagree on being active.
+const PARTIAL_BOOKINGS: &str = "
+    SELECT count(*) FROM (
+        SELECT booking_id
+        FROM reservations
+        WHERE booking_id IS NOT NULL
+        GROUP BY booking_id
+        HAVING count(DISTINCT (status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+                               AND NOT (status = 'HELD' AND expires_at <= now()))) > 1
+    ) partial";
 
 pub async fn check(db: &Client) -> Result<Check, BoxError> {
     let over = db.query(OVER_CAPACITY, &[]).await?.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
@@ -78,5 +92,6 @@ pub async fn check(db: &Client) -> Result<Check, BoxError> {
         )
         .await?;
     let outside_hours = db.query_one(OUTSIDE_HOURS, &[]).await?.get(0);
-    Ok(Check { claims: counts.get(0), resources: counts.get(1), over, outside_hours })
+    let partial_bookings = db.query_one(PARTIAL_BOOKINGS, &[]).await?.get(0);
+    Ok(Check { claims: counts.get(0), resources: counts.get(1), over, outside_hours, partial_bookings })
 }

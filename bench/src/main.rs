@@ -29,6 +29,11 @@
 //!   each booking on every other resource and on the one of (d1r); see
 //!   `throughput::Rules`). The targets: each at least 80 % of its plain run's rate,
 //!   and the database CPU per hold at most 1.3x the plain hold's, in (b) and (d1).
+//! - **(g2), (p5), (ag)**: bookings of several items: (b) again with every request
+//!   booking two resources together (`items`), and with every request taking any
+//!   member of a `least_booked` pool of five; then (a) on one group of two resources.
+//!   The targets: (g2) at least 60 % of (b)'s rate; (ag) one winner per round, p95 at
+//!   most 50 ms. (p5) is printed beside them with no target.
 //! - The database CPU per hold, read from `/proc` for the bench database's backends,
 //!   against a baseline transaction's: the target is at most 2.5x. Beside it, with no
 //!   target, the whole machine's busy CPU per hold against per baseline transaction.
@@ -55,7 +60,7 @@
 
 use bench::setup::{self, BoxError, Server, env_number};
 use bench::stats::{Outcome, ms};
-use bench::throughput::{self, HoldMix, Phases, Rules};
+use bench::throughput::{self, HoldMix, Phases, Rules, Shape};
 use bench::{burst, capacity, cpu};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -66,6 +71,7 @@ const SERIALIZED_SHARE_TARGET: f64 = 60.0;
 const DB_CPU_RATIO_TARGET: f64 = 2.5;
 const RULES_SHARE_TARGET: f64 = 80.0;
 const RULES_DB_CPU_RATIO_TARGET: f64 = 1.3;
+const GROUP_SHARE_TARGET: f64 = 60.0;
 
 /// Everything a run depends on, printed at the start so a number is never read
 /// without the conditions it was taken under.
@@ -184,7 +190,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
 
     println!();
     println!("(a) burst: {} concurrent holds of one slot of a capacity-1 resource, {} rounds", p.contenders, p.rounds);
-    let burst = burst::run(&server, &db, p.contenders, p.rounds).await?;
+    let burst = burst::run(&server, &db, p.contenders, p.rounds, 1).await?;
     correct &= print_burst(&burst);
     correct &= print_capacity(&db).await?;
 
@@ -195,7 +201,8 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
         p.concurrency,
         p.phases.measure.as_secs_f64()
     );
-    let spread = HoldMix { resources: p.resources, capacity: 1, keyed: false, rules: Rules::Plain };
+    let spread =
+        HoldMix { resources: p.resources, capacity: 1, keyed: false, rules: Rules::Plain, shape: Shape::Single };
     let holds = throughput::http_holds(&server, spread, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&holds, "holds/s", Outcome::Status(201));
     print_cpu(&holds, "hold", "the bench process (client and server)");
@@ -227,7 +234,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
 
     println!();
     println!("(d) holds of one resource of capacity 2, each on a free slot: every request queues on its lock");
-    let one = HoldMix { resources: 1, capacity: 2, keyed: false, rules: Rules::Plain };
+    let one = HoldMix { resources: 1, capacity: 2, keyed: false, rules: Rules::Plain, shape: Shape::Single };
     let serialized = throughput::http_holds(&server, one, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&serialized, "holds/s", Outcome::Status(201));
     print_cpu(&serialized, "hold", "the bench process (client and server)");
@@ -247,6 +254,31 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     let single_rules = throughput::http_holds(&server, single_rules_mix, p.concurrency, p.phases, probe).await?;
     correct &= print_throughput(&single_rules, "holds/s", Outcome::Status(201));
     print_cpu(&single_rules, "hold", "the bench process (client and server)");
+    correct &= print_capacity(&db).await?;
+
+    println!();
+    println!("(g2) the same as (b), each request booking two resources together (items)");
+    let pairs = HoldMix { shape: Shape::Group(2), ..spread };
+    let groups = throughput::http_holds(&server, pairs, p.concurrency, p.phases, probe).await?;
+    correct &= print_throughput(&groups, "bookings of 2/s", Outcome::Status(201));
+    print_cpu(&groups, "booking", "the bench process (client and server)");
+    correct &= print_capacity(&db).await?;
+
+    println!();
+    println!("(p5) the same as (b), each request taking any member of a least_booked pool of 5");
+    let fives = HoldMix { shape: Shape::Pool(5), ..spread };
+    let pools = throughput::http_holds(&server, fives, p.concurrency, p.phases, probe).await?;
+    correct &= print_throughput(&pools, "pool holds/s", Outcome::Status(201));
+    print_cpu(&pools, "hold", "the bench process (client and server)");
+    correct &= print_capacity(&db).await?;
+
+    println!();
+    println!(
+        "(ag) burst on a group: {} concurrent bookings of one slot of two capacity-1 resources together, {} rounds",
+        p.contenders, p.rounds
+    );
+    let group_burst = burst::run(&server, &db, p.contenders, p.rounds, 2).await?;
+    correct &= print_burst(&group_burst);
     correct &= print_capacity(&db).await?;
     drop(server);
 
@@ -269,6 +301,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     println!();
     print_summary(
         &burst,
+        &group_burst,
         &Ratios {
             holds: &holds,
             keyed: &keyed,
@@ -277,6 +310,8 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
             rules: &rules,
             keyed_rules: &keyed_rules,
             single_rules: &single_rules,
+            groups: &groups,
+            pools: &pools,
             baseline_before: &baseline_before,
             baseline: &baseline,
             locked: &locked,
@@ -301,14 +336,19 @@ async fn apply_database_settings(db: &tokio_postgres::Client, settings: &[(Strin
 async fn print_capacity(db: &tokio_postgres::Client) -> Result<bool, BoxError> {
     let check = capacity::check(db).await?;
     println!(
-        "  capacity: {} active claims on {} resources, {} over capacity, {} outside the opening hours",
+        "  capacity: {} active claims on {} resources, {} over capacity, {} outside the opening hours, \
+         {} bookings with only some items active",
         check.claims,
         check.resources,
         check.over.len(),
-        check.outside_hours
+        check.outside_hours,
+        check.partial_bookings
     );
     for (id, capacity, peak) in &check.over {
         println!("FAIL: resource {id} of capacity {capacity} holds {peak} at once");
+    }
+    if check.partial_bookings > 0 {
+        println!("FAIL: {} bookings of several items have some items active and others not", check.partial_bookings);
     }
     if check.outside_hours > 0 {
         println!("FAIL: {} active bookings lie outside their resource's opening hours", check.outside_hours);
@@ -399,6 +439,8 @@ struct Ratios<'a> {
     rules: &'a throughput::Report,
     keyed_rules: &'a throughput::Report,
     single_rules: &'a throughput::Report,
+    groups: &'a throughput::Report,
+    pools: &'a throughput::Report,
     baseline_before: &'a throughput::Report,
     baseline: &'a throughput::Report,
     locked: &'a throughput::Report,
@@ -409,19 +451,21 @@ fn share(a: &throughput::Report, b: &throughput::Report) -> f64 {
     100.0 * a.per_second() / b.per_second().max(f64::MIN_POSITIVE)
 }
 
-fn print_summary(burst: &burst::Report, r: &Ratios<'_>, correct: bool) {
+fn print_summary(burst: &burst::Report, group_burst: &burst::Report, r: &Ratios<'_>, correct: bool) {
     let verdict = |ok: bool| if ok { "PASS" } else { "MISS" };
     println!("summary");
-    let p95 = burst.latency().map(|l| l.p95);
-    let burst_ok = burst.all_correct() && p95.is_some_and(|p| p <= BURST_P95_TARGET);
-    println!(
-        "  target: burst: exactly 1 winner each round, p95 <= {}: {} (p95 {}, {} of {} rounds right)",
-        ms(BURST_P95_TARGET),
-        verdict(burst_ok),
-        p95.map_or_else(|| "n/a".into(), ms),
-        burst.rounds.iter().filter(|r| r.is_correct(burst.contenders)).count(),
-        burst.rounds.len()
-    );
+    for (label, burst) in [("burst", burst), ("burst on a group of 2", group_burst)] {
+        let p95 = burst.latency().map(|l| l.p95);
+        let burst_ok = burst.all_correct() && p95.is_some_and(|p| p <= BURST_P95_TARGET);
+        println!(
+            "  target: {label}: exactly 1 winner each round, p95 <= {}: {} (p95 {}, {} of {} rounds right)",
+            ms(BURST_P95_TARGET),
+            verdict(burst_ok),
+            p95.map_or_else(|| "n/a".into(), ms),
+            burst.rounds.iter().filter(|r| r.is_correct(burst.contenders)).count(),
+            burst.rounds.len()
+        );
+    }
     for (label, holds, base, target) in [
         ("uncontended / baseline", r.holds, r.baseline, THROUGHPUT_SHARE_TARGET),
         ("keyed uncontended / baseline", r.keyed, r.baseline, THROUGHPUT_SHARE_TARGET),
@@ -435,6 +479,19 @@ fn print_summary(burst: &burst::Report, r: &Ratios<'_>, correct: bool) {
             base.per_second()
         );
     }
+    let pct = share(r.groups, r.holds);
+    println!(
+        "  target: a booking of 2 / a single hold >= {GROUP_SHARE_TARGET:.0} %: {} ({:.1} / {:.1} per second = {pct:.1} %)",
+        verdict(pct >= GROUP_SHARE_TARGET),
+        r.groups.per_second(),
+        r.holds.per_second()
+    );
+    println!(
+        "  (no target) a hold from a pool of 5 / a single hold: {:.1} / {:.1} per second = {:.1} %",
+        r.pools.per_second(),
+        r.holds.per_second(),
+        share(r.pools, r.holds)
+    );
     println!(
         "  (no target) one capacity-1 resource / serialized baseline: {:.1} / {:.1} per second = {:.1} %",
         r.side_by_side.per_second(),

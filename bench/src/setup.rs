@@ -262,3 +262,21 @@ pub async fn create_resource_with(
     let id = body["id"].as_str().ok_or("POST /v1/resources answered without an id")?;
     Ok(id.parse()?)
 }
+
+/// A `least_booked` pool of `members` made by the admin (`POST /v1/pools`); returns its id.
+pub async fn create_pool(
+    http: &reqwest::Client,
+    server: &Server,
+    name: &str,
+    members: &[Uuid],
+) -> Result<Uuid, BoxError> {
+    let body = json!({"name": name, "resource_ids": members, "strategy": "least_booked"});
+    let resp = http.post(server.url("/v1/pools")).header("x-principal", "admin").json(&body).send().await?;
+    let status = resp.status();
+    let body: serde_json::Value = resp.json().await?;
+    if status != reqwest::StatusCode::CREATED {
+        return Err(format!("POST /v1/pools answered {status}: {body}").into());
+    }
+    let id = body["id"].as_str().ok_or("POST /v1/pools answered without an id")?;
+    Ok(id.parse()?)
+}

@@ -138,13 +138,14 @@ async fn work<W: Worker>(mut worker: W, measure_from: Instant, until: Instant, s
 
 // ---- (b) holds through HTTP ------------------------------------------------------
 
-/// Hands out (resource, slot) pairs that no two requests share: request `seq` goes to
-/// resource `seq % n`, in slot `seq / n` of five minutes, one every `step_minutes` (a
-/// gap after each slot leaves room for a buffer). Neighbouring requests, which are the
-/// ones in flight together, land on different resources, so no request waits for
-/// another's resource lock.
+/// Hands out (target, slot) pairs that no two requests share: request `seq` goes to
+/// target `seq % n` (a resource, a group of resources or a pool), in slot `seq / n` of
+/// five minutes, one every `step_minutes` (a gap after each slot leaves room for a
+/// buffer). Neighbouring requests, which are the ones in flight together, land on
+/// different targets, so no request waits for another's resource lock.
 struct SlotPlan {
-    resources: Vec<Uuid>,
+    /// Each target's part of the body: `resource_id`, or `items`.
+    targets: Vec<serde_json::Value>,
     day: DateTime<Utc>,
     step_minutes: i64,
     next: AtomicU64,
@@ -155,12 +156,14 @@ impl SlotPlan {
 
     fn next_body(&self) -> serde_json::Value {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
-        let n = self.resources.len() as u64;
-        let resource = self.resources[(seq % n) as usize];
+        let n = self.targets.len() as u64;
+        let mut body = self.targets[(seq % n) as usize].clone();
         let start = self.day + Span::minutes((seq / n) as i64 * self.step_minutes);
         let end = start + Span::minutes(Self::SLOT_MINUTES);
         let at = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        json!({"resource_id": resource, "start": at(start), "end": at(end)})
+        body["start"] = json!(at(start));
+        body["end"] = json!(at(end));
+        body
     }
 }
 
@@ -195,6 +198,46 @@ pub struct HoldMix {
     /// Whether each request carries an `Idempotency-Key`.
     pub keyed: bool,
     pub rules: Rules,
+    pub shape: Shape,
+}
+
+/// What each request of a run books.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// One resource, the single form (`resource_id`).
+    Single,
+    /// `n` resources at once (`items`), each `n` consecutive resources of the run one
+    /// group.
+    Group(usize),
+    /// One item, any member of a `least_booked` pool of `n` of the run's resources.
+    Pool(usize),
+}
+
+impl Shape {
+    /// The body part of every target over `resources`, making the pools it needs.
+    async fn targets(
+        self,
+        http: &reqwest::Client,
+        server: &Server,
+        resources: &[Uuid],
+    ) -> Result<Vec<serde_json::Value>, BoxError> {
+        let mut targets = Vec::new();
+        match self {
+            Shape::Single => targets.extend(resources.iter().map(|id| json!({"resource_id": id}))),
+            Shape::Group(n) => {
+                targets.extend(resources.chunks_exact(n).map(
+                    |group| json!({"items": group.iter().map(|id| json!({"resource_id": id})).collect::<Vec<_>>()}),
+                ))
+            }
+            Shape::Pool(n) => {
+                for (i, members) in resources.chunks_exact(n).enumerate() {
+                    let pool = setup::create_pool(http, server, &format!("pool {i}"), members).await?;
+                    targets.push(json!({"items": [{"pool_id": pool}]}));
+                }
+            }
+        }
+        Ok(targets)
+    }
 }
 
 /// The calendar rules of the resources a run holds.
@@ -266,8 +309,8 @@ pub async fn http_holds(
     // thousand slots per resource would still end within the booking horizon. Each run
     // makes resources of its own, so runs never share a slot either.
     let day = (Utc::now() + Span::days(32)).duration_trunc(Span::days(1)).expect("a day truncates");
-    let plan =
-        Arc::new(SlotPlan { resources: ids, day, step_minutes: mix.rules.step_minutes(), next: AtomicU64::new(0) });
+    let targets = mix.shape.targets(&http, server, &ids).await?;
+    let plan = Arc::new(SlotPlan { targets, day, step_minutes: mix.rules.step_minutes(), next: AtomicU64::new(0) });
     let url = server.url("/v1/reservations");
     let workers = (0..concurrency)
         .map(|i| HttpHolds {
