@@ -921,13 +921,15 @@ CREATE TABLE public.resources (
     max_advance_days integer,
     slot_minutes integer,
     rules_version bigint DEFAULT 0 NOT NULL,
-    has_calendar_rules boolean GENERATED ALWAYS AS (((schedule IS NOT NULL) OR (buffer_before_minutes > 0) OR (buffer_after_minutes > 0) OR (min_notice_minutes > 0) OR (max_advance_days IS NOT NULL) OR (slot_minutes IS NOT NULL))) STORED,
     cancel_notice_minutes integer,
     reschedule_notice_minutes integer,
     max_reschedules integer,
     max_hold_seconds integer,
     default_duration_minutes integer,
+    booking_limits jsonb,
+    has_calendar_rules boolean GENERATED ALWAYS AS (((schedule IS NOT NULL) OR (buffer_before_minutes > 0) OR (buffer_after_minutes > 0) OR (min_notice_minutes > 0) OR (max_advance_days IS NOT NULL) OR (slot_minutes IS NOT NULL) OR (booking_limits IS NOT NULL))) STORED,
     CONSTRAINT resources_authority_known CHECK ((authority = ANY (ARRAY['local'::text, 'upstream'::text]))),
+    CONSTRAINT resources_booking_limits_array CHECK (((booking_limits IS NULL) OR (jsonb_typeof(booking_limits) = 'array'::text))),
     CONSTRAINT resources_buffers_range CHECK ((((buffer_before_minutes >= 0) AND (buffer_before_minutes <= 1440)) AND ((buffer_after_minutes >= 0) AND (buffer_after_minutes <= 1440)))),
     CONSTRAINT resources_cancel_notice_range CHECK (((cancel_notice_minutes IS NULL) OR ((cancel_notice_minutes >= 0) AND (cancel_notice_minutes <= 525600)))),
     CONSTRAINT resources_capacity_range CHECK (((capacity >= 1) AND (capacity <= 100000))),
@@ -1381,7 +1383,7 @@ CREATE TRIGGER reservations_buffered_move BEFORE UPDATE OF starts_at, ends_at, b
 -- Name: resources resources_rules_version; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER resources_rules_version BEFORE UPDATE OF time_zone, schedule, buffer_before_minutes, buffer_after_minutes, min_notice_minutes, max_advance_days, slot_minutes ON public.resources FOR EACH ROW WHEN ((((((((old.time_zone IS DISTINCT FROM new.time_zone) OR (old.schedule IS DISTINCT FROM new.schedule)) OR (old.buffer_before_minutes IS DISTINCT FROM new.buffer_before_minutes)) OR (old.buffer_after_minutes IS DISTINCT FROM new.buffer_after_minutes)) OR (old.min_notice_minutes IS DISTINCT FROM new.min_notice_minutes)) OR (old.max_advance_days IS DISTINCT FROM new.max_advance_days)) OR (old.slot_minutes IS DISTINCT FROM new.slot_minutes))) EXECUTE FUNCTION public.resources_rules_version();
+CREATE TRIGGER resources_rules_version BEFORE UPDATE OF time_zone, schedule, buffer_before_minutes, buffer_after_minutes, min_notice_minutes, max_advance_days, slot_minutes, booking_limits ON public.resources FOR EACH ROW WHEN (((((((((old.time_zone IS DISTINCT FROM new.time_zone) OR (old.schedule IS DISTINCT FROM new.schedule)) OR (old.buffer_before_minutes IS DISTINCT FROM new.buffer_before_minutes)) OR (old.buffer_after_minutes IS DISTINCT FROM new.buffer_after_minutes)) OR (old.min_notice_minutes IS DISTINCT FROM new.min_notice_minutes)) OR (old.max_advance_days IS DISTINCT FROM new.max_advance_days)) OR (old.slot_minutes IS DISTINCT FROM new.slot_minutes)) OR (old.booking_limits IS DISTINCT FROM new.booking_limits))) EXECUTE FUNCTION public.resources_rules_version();
 
 --
 -- Name: approvals approvals_reservation_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

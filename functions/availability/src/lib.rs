@@ -16,6 +16,7 @@ use lambda_http::{Body, Error, Request, Response};
 use serde::Serialize;
 use shared::AppState;
 use shared::booking;
+use shared::domain::Principal;
 use shared::http::{
     ApiError, Function, Op, Reply, Rfc3339, own_waitlist_query, principal, query_param, query_params,
     reservations_query, respond, route_for, waitlist_query,
@@ -40,11 +41,11 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     let calendar = matched.spec.op.is_calendar_read();
     if calendar && state.config.public_calendar {
         // Public calendar: no principal asked for (these answers name no owner).
-        return calendar_read(state, req, &matched, now).await;
+        return calendar_read(state, req, &matched, None, now).await;
     }
     let who = principal(req, &state.config)?;
     if calendar {
-        return calendar_read(state, req, &matched, now).await;
+        return calendar_read(state, req, &matched, Some(&who), now).await;
     }
     let reply = match matched.spec.op {
         Op::ListReservations => {
@@ -89,6 +90,7 @@ async fn calendar_read(
     state: &AppState,
     req: &Request,
     matched: &shared::http::Matched<'_>,
+    who: Option<&Principal>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Response<Body>, ApiError> {
     let reply = match matched.spec.op {
@@ -112,7 +114,7 @@ async fn calendar_read(
             let external = external_view(state, &resource, ask.from, ask.to).await?;
             let client = state.pool.get().await?;
             let starts =
-                booking::slots(&client, &resource, ask, external.as_deref(), state.config.limits(), now).await?;
+                booking::slots(&client, &resource, ask, external.as_deref(), who, state.config.limits(), now).await?;
             Reply::json(StatusCode::OK, &Slots::of(starts, listed))
         }
         Op::FindSlots if together(req)? => {
@@ -125,14 +127,14 @@ async fn calendar_read(
             let mut targets = Vec::with_capacity(ids.len() + pools.len());
             for id in ids {
                 let resource = booking::get_resource(&state.pool.get().await?, id).await?;
-                targets.push(vec![read_slots(state, &resource, ask, now).await?]);
+                targets.push(vec![read_slots(state, &resource, ask, who, now).await?]);
             }
             for id in pools {
                 let pool = booking::get_pool(&state.pool.get().await?, id).await?;
                 let mut members = Vec::with_capacity(pool.resource_ids.len());
                 for member in pool.resource_ids {
                     let resource = booking::get_resource(&state.pool.get().await?, member).await?;
-                    members.push(read_slots(state, &resource, ask, now).await?);
+                    members.push(read_slots(state, &resource, ask, who, now).await?);
                 }
                 targets.push(members);
             }
@@ -151,7 +153,8 @@ async fn calendar_read(
                 let external = external_view(state, &resource, ask.from, ask.to).await?;
                 let client = state.pool.get().await?;
                 let starts =
-                    booking::slots(&client, &resource, ask, external.as_deref(), state.config.limits(), now).await?;
+                    booking::slots(&client, &resource, ask, external.as_deref(), who, state.config.limits(), now)
+                        .await?;
                 let slots = Slots::of(starts, listed);
                 resources.push(ResourceSlots { resource_id: id, free: !slots.slots.is_empty(), slots });
             }
@@ -268,11 +271,12 @@ async fn read_slots(
     state: &AppState,
     resource: &shared::domain::Resource,
     ask: booking::SlotsRequest,
+    who: Option<&Principal>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Vec<shared::domain::calendar::Slot>, ApiError> {
     let external = external_view(state, resource, ask.from, ask.to).await?;
     let client = state.pool.get().await?;
-    Ok(booking::slots(&client, resource, ask, external.as_deref(), state.config.limits(), now).await?.slots)
+    Ok(booking::slots(&client, resource, ask, external.as_deref(), who, state.config.limits(), now).await?.slots)
 }
 
 /// `from`, `to`, `duration` (ISO 8601, such as `PT1H` or `PT30M`), `quantity`

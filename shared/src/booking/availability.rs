@@ -2,8 +2,10 @@
 
 use super::{BookingError, invalid};
 use crate::db::{GenericClient, reservations};
-use crate::domain::calendar::{SlotQuery, Starts};
-use crate::domain::{Authority, Claim, FieldError, FreePiece, Limits, Principal, Reservation, Resource, Status};
+use crate::domain::calendar::{Reason, Slot, SlotQuery, Starts, Unavailable};
+use crate::domain::{
+    Authority, Claim, FieldError, FreePiece, Limits, Principal, Reservation, Resource, Status, judge_limits,
+};
 use crate::upstream::Block;
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -136,6 +138,7 @@ pub async fn slots(
     resource: &Resource,
     req: SlotsRequest,
     external: Option<&[Block]>,
+    who: Option<&Principal>,
     limits: Limits,
     now: DateTime<Utc>,
 ) -> Result<Starts, BookingError> {
@@ -162,7 +165,7 @@ pub async fn slots(
     let blocks = external.iter().filter(|b| !ours(b)).map(|b| Claim { start: b.start, end: b.end, quantity: 1 });
     let claims: Vec<Claim> = bookings.iter().map(|k| k.kept).chain(blocks.clone()).collect();
     let booked: Vec<Claim> = bookings.iter().map(|k| k.claim).chain(blocks).collect();
-    Ok(resource.calendar.starts(&SlotQuery {
+    let mut starts = resource.calendar.starts(&SlotQuery {
         from: req.from,
         to: req.to,
         duration: req.duration,
@@ -172,5 +175,38 @@ pub async fn slots(
         booked: &booked,
         now,
         latest_end: now + limits.horizon,
-    }))
+    });
+    if let Some(who) = who.filter(|w| !w.admin && !resource.policies.limits.is_empty()) {
+        closed_by_limits(c, resource, who, &mut starts, now).await?;
+    }
+    Ok(starts)
+}
+
+/// Moves the starts a booking limit closes for `who` (their own live bookings fill its
+/// window) from the bookable to the unavailable ones, with the reason `limit`.
+async fn closed_by_limits(
+    c: &impl GenericClient,
+    resource: &Resource,
+    who: &Principal,
+    starts: &mut Starts,
+    now: DateTime<Utc>,
+) -> Result<(), BookingError> {
+    let (Some(first), Some(last)) = (starts.slots.first(), starts.slots.last()) else { return Ok(()) };
+    let (rules, zone) = (&resource.policies.limits, resource.calendar.time_zone);
+    let from = rules.iter().map(|l| l.reach(first.start, zone).0).min().unwrap_or(first.start);
+    let to = rules.iter().map(|l| l.reach(last.start, zone).1).max().unwrap_or(last.start);
+    let others = crate::db::limits::counted(c, resource.id, &who.id, (from, to), None, now).await?;
+    let (open, closed): (Vec<Slot>, Vec<Slot>) = std::mem::take(&mut starts.slots)
+        .into_iter()
+        .partition(|s| judge_limits(rules, s.start, zone, &others).is_ok());
+    starts.slots = open;
+    if !closed.is_empty() {
+        starts.unavailable.extend(closed.into_iter().map(|s| Unavailable {
+            start: s.start,
+            end: s.end,
+            reason: Reason::Limit,
+        }));
+        starts.unavailable.sort_by_key(|u| u.start);
+    }
+    Ok(())
 }

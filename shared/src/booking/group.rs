@@ -12,7 +12,7 @@
 //! rolls the transaction back, so nothing is left behind. The booking's one event is
 //! written last, with every item.
 
-use super::{BookingError, calendar, invalid, on_freed};
+use super::{BookingError, calendar, invalid, limits, on_freed};
 use crate::db::hold::Confirmation;
 use crate::db::pools::{self, Members};
 use crate::db::reservations::{self, ItemOf, NewReservation};
@@ -170,6 +170,12 @@ pub async fn reserve_items(
                     }
                     continue;
                 }
+                Err(e) => return Err(e),
+            }
+            match limits::judge(tx, resource, owner, req.start, None, now).await {
+                Ok(()) => {}
+                // A pool moves on to a member the principal may still book.
+                Err(BookingError::LimitExceeded(_)) if pool_id.is_some() => continue,
                 Err(e) => return Err(e),
             }
             // Every item keeps the lead's expiry: the booking lapses as one.

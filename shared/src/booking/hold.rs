@@ -13,7 +13,7 @@
 //! [`reserve`] decides it in a transaction, under the resource lock, inside the
 //! idempotency guard. The SQL is [`crate::db::hold`]'s.
 
-use super::{BookingError, calendar, invalid, on_freed};
+use super::{BookingError, calendar, invalid, limits, on_freed};
 use crate::db::hold::{self, Confirmation, Hold, NewHold};
 use crate::db::idempotency::Answering;
 use crate::db::{DbError, GenericClient, intents, lapse, outbox, reservations, resources};
@@ -140,6 +140,10 @@ async fn one_statement(
         Some(known) => Some(known),
         None => calendar::KNOWN.learn(c, req.resource_id).await?,
     };
+    if known.as_ref().is_some_and(|k| k.limited) {
+        // Booking limits count the principal's bookings under the exclusive lock.
+        return Ok(Attempt::GeneralPath);
+    }
     let with_rules = known.as_ref().is_some_and(|k| k.rules.any());
     let known_version = known.as_ref().map(|k| k.version);
     if let Some(known) = known.as_ref().filter(|_| with_rules)
@@ -235,6 +239,7 @@ pub async fn reserve(
     // The calendar rules in force now: a change of them waits for this lock.
     let candidate = calendar::Candidate { start: req.start, end: req.end, quantity: req.quantity, except: None };
     calendar::judge(tx, &resource, candidate, Judge::Everything, now).await?;
+    limits::judge(tx, &resource, owner, req.start, None, now).await?;
     if pre.lapsed {
         // Capacity that lapsed goes to the waitlist first, not to whoever asks next.
         let lapsed = lapse::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;

@@ -27,6 +27,7 @@ mod extend;
 mod group;
 mod handover;
 mod hold;
+mod limits;
 mod lists;
 mod pools;
 mod release;
@@ -69,7 +70,7 @@ pub use webhooks::{
 
 use crate::db::{self, DbError};
 use crate::domain::policies::Closed;
-use crate::domain::{FieldError, Rule, Status};
+use crate::domain::{FieldError, LimitReached, Rule, Status};
 
 /// Expected outcomes that are not successes, and the one unexpected kind (`Db`).
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +114,9 @@ pub enum BookingError {
     /// The owner's deadline to cancel or move the booking has passed.
     #[error("the {} deadline has passed", .0.deadline.field())]
     PolicyWindowClosed(Closed),
+    /// A booking limit of the resource would be broken for the principal.
+    #[error("booking limit reached")]
+    LimitExceeded(LimitReached),
     /// The booking was moved as often as the resource allows.
     #[error("the booking was moved {max} times already")]
     RescheduleLimit { max: i32 },

@@ -7,7 +7,7 @@
 
 use super::group::{Refusal, RefusedItem, Target};
 use super::release::{Owned, lock_owned};
-use super::{BookingError, calendar, hand_over, invalid, on_freed};
+use super::{BookingError, calendar, hand_over, invalid, limits, on_freed};
 use crate::db::{GenericClient, reservations};
 use crate::domain::policies::Deadline;
 use crate::domain::{
@@ -102,6 +102,8 @@ pub async fn reschedule(
         }
         let candidate = calendar::Candidate { start, end, quantity, except: Some(id) };
         calendar::judge(tx, &resource, candidate, judge, now).await?;
+        // The booking moved does not count against itself.
+        limits::judge(tx, &resource, who, start, Some(id), now).await?;
     }
     let metadata = change.metadata.unwrap_or_else(|| r.metadata.clone());
     if several {
@@ -177,6 +179,8 @@ async fn move_items(
                 }
                 Err(e) => return Err(e),
             }
+            // The booking moved does not count against itself.
+            limits::judge(tx, resource, who, to.start, Some(r.id), now).await?;
         }
         let moved = reservations::move_if_fits(
             tx,

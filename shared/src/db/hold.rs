@@ -65,7 +65,8 @@ pub const HOLD_KEYED: &str = concat!(
 /// A resource's calendar rules and their version, which every change of them bumps:
 /// what a hold judges its range by before [`HOLD`], which proves the version current.
 pub const RULES: &str = "SELECT rules_version, time_zone, schedule, buffer_before_minutes, buffer_after_minutes, \
-     min_notice_minutes, max_advance_days, slot_minutes FROM resources WHERE id = $1";
+     min_notice_minutes, max_advance_days, slot_minutes, booking_limits IS NOT NULL AS limited \
+     FROM resources WHERE id = $1";
 
 /// The look before the lock: the resource, the peak load over the range now, and
 /// whether lapsed holds overlap it, in one read that takes no lock and writes nothing.
@@ -76,7 +77,7 @@ pub const PRECHECK: &str = "SELECT r.id, r.name, r.capacity, r.authority, r.upst
      r.offer_ttl_seconds, r.metadata, r.archived_at, r.created_at, r.updated_at, r.time_zone, r.schedule, \
      r.buffer_before_minutes, r.buffer_after_minutes, r.min_notice_minutes, r.max_advance_days, r.slot_minutes, \
      r.cancel_notice_minutes, r.reschedule_notice_minutes, r.max_reschedules, r.max_hold_seconds, \
-     r.default_duration_minutes, l.peak AS load, l.lapsed \
+     r.default_duration_minutes, r.booking_limits, l.peak AS load, l.lapsed \
      FROM resources r, reservation_load($1, $2, $3, $4) l WHERE r.id = $1";
 
 /// What [`HOLD`] came to.
@@ -230,6 +231,8 @@ pub async fn precheck(
 pub struct VersionedRules {
     pub version: i64,
     pub rules: crate::domain::calendar::CalendarRules,
+    /// Whether the resource has booking limits, which only the general path judges.
+    pub limited: bool,
 }
 
 /// See [`RULES`]; `None` when the resource does not exist.
@@ -239,5 +242,6 @@ pub async fn rules(c: &impl GenericClient, resource_id: Uuid) -> Result<Option<V
     Ok(Some(VersionedRules {
         version: row.try_get("rules_version")?,
         rules: super::resources::calendar_from_row(&row)?,
+        limited: row.try_get("limited")?,
     }))
 }

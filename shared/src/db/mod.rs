@@ -34,6 +34,7 @@ statement_modules! {
     idempotency,
     intents,
     lapse,
+    limits,
     outbox,
     pools,
     reservation_lists,

@@ -2,7 +2,7 @@
 
 use super::{DbError, GenericClient};
 use crate::domain::calendar::{CalendarRules, Schedule, parse_time_zone};
-use crate::domain::{Authority, Metadata, Policies, Resource};
+use crate::domain::{Authority, BookingLimit, Metadata, Policies, Resource};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio_postgres::Row;
@@ -16,7 +16,7 @@ macro_rules! columns {
         "id, name, capacity, authority, upstream_ref, hold_ttl_seconds, offer_ttl_seconds, metadata, archived_at, \
          created_at, updated_at, time_zone, schedule, buffer_before_minutes, buffer_after_minutes, \
          min_notice_minutes, max_advance_days, slot_minutes, cancel_notice_minutes, reschedule_notice_minutes, \
-         max_reschedules, max_hold_seconds, default_duration_minutes"
+         max_reschedules, max_hold_seconds, default_duration_minutes, booking_limits"
     };
 }
 
@@ -24,8 +24,10 @@ pub const INSERT: &str = concat!(
     "INSERT INTO resources (id, name, capacity, authority, upstream_ref, hold_ttl_seconds, ",
     "offer_ttl_seconds, metadata, created_by, created_at, updated_at, time_zone, schedule, ",
     "buffer_before_minutes, buffer_after_minutes, min_notice_minutes, max_advance_days, slot_minutes, ",
-    "cancel_notice_minutes, reschedule_notice_minutes, max_reschedules, max_hold_seconds, default_duration_minutes) ",
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) ",
+    "cancel_notice_minutes, reschedule_notice_minutes, max_reschedules, max_hold_seconds, default_duration_minutes, ",
+    "booking_limits) ",
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, ",
+    "$23) ",
     "RETURNING ",
     columns!()
 );
@@ -54,7 +56,7 @@ pub const UPDATE_SETTINGS: &str = concat!(
     "metadata = $6, updated_at = $7, time_zone = $8, schedule = $9, buffer_before_minutes = $10, ",
     "buffer_after_minutes = $11, min_notice_minutes = $12, max_advance_days = $13, slot_minutes = $14, ",
     "cancel_notice_minutes = $15, reschedule_notice_minutes = $16, max_reschedules = $17, max_hold_seconds = $18, ",
-    "default_duration_minutes = $19 ",
+    "default_duration_minutes = $19, booking_limits = $20 ",
     "WHERE id = $1 RETURNING ",
     columns!()
 );
@@ -126,6 +128,7 @@ pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resou
                 &r.policies.max_reschedules,
                 &r.policies.max_hold_seconds,
                 &r.default_duration_minutes,
+                &limits_json(r.policies),
             ],
         )
         .await?;
@@ -209,6 +212,7 @@ pub async fn update_settings(
                 &s.policies.max_reschedules,
                 &s.policies.max_hold_seconds,
                 &s.default_duration_minutes,
+                &limits_json(s.policies),
             ],
         )
         .await?;
@@ -239,9 +243,22 @@ pub(crate) fn from_row(row: &Row) -> Result<Resource, DbError> {
             reschedule_notice_minutes: row.try_get("reschedule_notice_minutes")?,
             max_reschedules: row.try_get("max_reschedules")?,
             max_hold_seconds: row.try_get("max_hold_seconds")?,
+            limits: limits_from_row(row)?,
         },
         default_duration_minutes: row.try_get("default_duration_minutes")?,
     })
+}
+
+/// The limits as stored: none is NULL.
+fn limits_json(p: &Policies) -> Option<Json<&[BookingLimit]>> {
+    (!p.limits.is_empty()).then_some(Json(p.limits.as_slice()))
+}
+
+pub(crate) fn limits_from_row(row: &Row) -> Result<Vec<BookingLimit>, DbError> {
+    match row.try_get::<_, Option<Json<Vec<BookingLimit>>>>("booking_limits")? {
+        None => Ok(Vec::new()),
+        Some(Json(limits)) => Ok(limits),
+    }
 }
 
 fn schedule_json(c: &CalendarRules) -> Option<Json<Value>> {

@@ -29,7 +29,10 @@
 use super::ApiError;
 use super::request::Rfc3339;
 use crate::domain::calendar::parse_time_zone;
-use crate::domain::{CalendarChange, FieldError, Metadata, Patch, PoliciesChange, Schedule, validate_metadata};
+use crate::domain::policies::MAX_LIMITS;
+use crate::domain::{
+    BookingLimit, CalendarChange, FieldError, Metadata, Patch, PoliciesChange, Schedule, Window, validate_metadata,
+};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::cell::RefCell;
@@ -274,7 +277,46 @@ impl<'a> Fields<'a> {
             reschedule_notice_minutes: self.clearable("reschedule_notice_minutes", integer(0, 525_600)),
             max_reschedules: self.clearable("max_reschedules", integer(0, 1000)),
             max_hold_seconds: self.clearable("max_hold_seconds", integer(1, 604_800)),
+            limits: self.limits("limits"),
         }
+    }
+
+    /// A resource's booking `limits`: `null` or `[]` clears them; each limit's bad
+    /// parts are named by their path (`limits[0].rolling_minutes`).
+    fn limits(&mut self, name: &'a str) -> Patch<Vec<BookingLimit>> {
+        match self.object.get(name) {
+            None => return Patch::Keep,
+            Some(Value::Null) => {
+                self.take(name);
+                return Patch::Clear;
+            }
+            Some(Value::Array(a)) if a.is_empty() => {
+                self.take(name);
+                return Patch::Clear;
+            }
+            Some(_) => {}
+        }
+        let read = |f: &mut Fields<'_>| {
+            let max = f.required("max", integer(1, 1000));
+            let window = f.required("window", one_of(&["day", "week", "month", "rolling"]));
+            let rolling_minutes = match window {
+                Some("rolling") => f.required("rolling_minutes", integer(1, 525_600)),
+                _ => {
+                    if f.take("rolling_minutes").is_some() {
+                        f.refuse("rolling_minutes", "is only for a rolling window");
+                    }
+                    None
+                }
+            };
+            let window = match window? {
+                "day" => Window::Day,
+                "week" => Window::Week,
+                "month" => Window::Month,
+                _ => Window::Rolling,
+            };
+            Some(BookingLimit { max: max?, window, rolling_minutes })
+        };
+        self.objects(name, MAX_LIMITS, read).map_or(Patch::Keep, Patch::Set)
     }
 
     /// Every problem found: those of the fields asked for, in the order asked, then

@@ -5,7 +5,7 @@ use crate::booking::{BookingError, Refusal, RefusedItem, Target};
 use crate::config::AuthMode;
 use crate::db::DbError;
 use crate::domain::policies::Closed;
-use crate::domain::{FieldError, Rule};
+use crate::domain::{BookingLimit, FieldError, LimitReached, Rule, Window};
 use chrono::{DateTime, Utc};
 use http::StatusCode;
 use serde::Serialize;
@@ -59,6 +59,7 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     ProblemType::POLICY_WINDOW_CLOSED,
     ProblemType::RESCHEDULE_LIMIT,
     ProblemType::HOLD_EXTENSION_LIMIT,
+    ProblemType::LIMIT_EXCEEDED,
     ProblemType::IDEMPOTENCY_KEY_IN_PROGRESS,
     ProblemType::PAYLOAD_TOO_LARGE,
     ProblemType::URI_TOO_LONG,
@@ -205,6 +206,12 @@ impl ProblemType {
         status: 409,
         title: "Reschedule limit reached",
         description: "The booking was already moved as many times as the resource's `max_reschedules` allows; nothing changed. Its metadata can still be changed, and an admin may still move it.",
+    };
+    pub const LIMIT_EXCEEDED: ProblemType = ProblemType {
+        slug: "limit-exceeded",
+        status: 409,
+        title: "Booking limit reached",
+        description: "The principal already has as many live bookings and holds on this resource in the window as one of its `limits` allows; nothing was held. `limit` names the limit, `window_start` and `window_end` the window the booking's start falls in, and `frees_at`, when present, when the earliest of the counted holds lapses. Admins are not limited.",
     };
     pub const HOLD_EXTENSION_LIMIT: ProblemType = ProblemType {
         slug: "hold-extension-limit",
@@ -371,6 +378,8 @@ pub enum ApiError {
     RescheduleLimit { max: i32 },
     #[error("hold extension limit reached")]
     HoldExtensionLimit,
+    #[error("booking limit reached")]
+    LimitExceeded(LimitReached),
     #[error("idempotency key in progress")]
     IdempotencyKeyInProgress { retry_after: u64 },
     #[error("idempotency key reused")]
@@ -434,6 +443,7 @@ impl ApiError {
             ApiError::PolicyWindowClosed(_) => &ProblemType::POLICY_WINDOW_CLOSED,
             ApiError::RescheduleLimit { .. } => &ProblemType::RESCHEDULE_LIMIT,
             ApiError::HoldExtensionLimit => &ProblemType::HOLD_EXTENSION_LIMIT,
+            ApiError::LimitExceeded(_) => &ProblemType::LIMIT_EXCEEDED,
             ApiError::IdempotencyKeyInProgress { .. } => &ProblemType::IDEMPOTENCY_KEY_IN_PROGRESS,
             ApiError::PayloadTooLarge => &ProblemType::PAYLOAD_TOO_LARGE,
             ApiError::UriTooLong => &ProblemType::URI_TOO_LONG,
@@ -500,6 +510,18 @@ impl ApiError {
                 format!("The booking was already moved {max} times, the most allowed.")
             }
             ApiError::HoldExtensionLimit => "The hold cannot be kept any longer.".into(),
+            ApiError::LimitExceeded(reached) => format!(
+                "At most {} bookings per {} ({} to {}).",
+                reached.limit.max,
+                match reached.limit.window {
+                    Window::Day => "day".to_string(),
+                    Window::Week => "week".to_string(),
+                    Window::Month => "month".to_string(),
+                    Window::Rolling => format!("{} minutes", reached.limit.rolling_minutes.unwrap_or(0)),
+                },
+                reached.window_start.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                reached.window_end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
             ApiError::IdempotencyKeyInProgress { .. } => {
                 "A request with this idempotency key is still being processed.".into()
             }
@@ -567,6 +589,17 @@ impl ApiError {
             /// The last instant the policy allowed (`policy-window-closed`).
             #[serde(skip_serializing_if = "Option::is_none")]
             deadline: Option<DateTime<Utc>>,
+            /// The limit reached, its window, and when it frees (`limit-exceeded`).
+            #[serde(flatten, skip_serializing_if = "Option::is_none")]
+            reached: Option<Reached>,
+        }
+        #[derive(Serialize)]
+        struct Reached {
+            limit: BookingLimit,
+            window_start: DateTime<Utc>,
+            window_end: DateTime<Utc>,
+            /// When the earliest counted hold lapses; null: only a cancel frees a place.
+            frees_at: Option<DateTime<Utc>>,
         }
         let errors = match &self {
             ApiError::Validation(errors) => Some(errors.as_slice()),
@@ -586,6 +619,15 @@ impl ApiError {
             ApiError::PolicyWindowClosed(closed) => (Some(closed.deadline.field()), Some(closed.at)),
             _ => (None, None),
         };
+        let reached = match &self {
+            ApiError::LimitExceeded(r) => Some(Reached {
+                limit: r.limit,
+                window_start: r.window_start,
+                window_end: r.window_end,
+                frees_at: r.frees_at,
+            }),
+            _ => None,
+        };
         let kind = format!("{PROBLEM_BASE}{}", problem_type.slug);
         let problem = Problem {
             kind,
@@ -598,6 +640,7 @@ impl ApiError {
             items,
             policy,
             deadline,
+            reached,
         };
         let mut reply = Reply::json(status, &problem);
         reply.content_type = PROBLEM_JSON;
@@ -708,6 +751,7 @@ impl From<BookingError> for ApiError {
             BookingError::PolicyWindowClosed(closed) => ApiError::PolicyWindowClosed(closed),
             BookingError::RescheduleLimit { max } => ApiError::RescheduleLimit { max },
             BookingError::HoldExtensionLimit => ApiError::HoldExtensionLimit,
+            BookingError::LimitExceeded(reached) => ApiError::LimitExceeded(reached),
             BookingError::OutsideSchedule(rule) => ApiError::OutsideSchedule { rule },
             BookingError::Db(e) => e.into(),
         }
@@ -793,7 +837,13 @@ mod tests {
             }
             ApiError::PolicyWindowClosed(_) => ApiError::RescheduleLimit { max: 1 },
             ApiError::RescheduleLimit { .. } => ApiError::HoldExtensionLimit,
-            ApiError::HoldExtensionLimit => ApiError::IdempotencyKeyInProgress { retry_after: 1 },
+            ApiError::HoldExtensionLimit => ApiError::LimitExceeded(LimitReached {
+                limit: BookingLimit { max: 1, window: Window::Day, rolling_minutes: None },
+                window_start: chrono::DateTime::UNIX_EPOCH,
+                window_end: chrono::DateTime::UNIX_EPOCH,
+                frees_at: None,
+            }),
+            ApiError::LimitExceeded(_) => ApiError::IdempotencyKeyInProgress { retry_after: 1 },
             ApiError::IdempotencyKeyInProgress { .. } => ApiError::IdempotencyKeyReused,
             ApiError::IdempotencyKeyReused => ApiError::OutsideSchedule { rule: Rule::Buffer },
             ApiError::OutsideSchedule { .. } => ApiError::UpstreamUnavailable { retry_after: 1 },
@@ -821,7 +871,7 @@ mod tests {
             assert_eq!((page.status, page.title), (reply.status.as_u16(), body["title"].as_str().unwrap()), "{slug}");
             answered.insert(slug);
         }
-        assert_eq!(variants, 35, "the walk reaches every variant");
+        assert_eq!(variants, 36, "the walk reaches every variant");
         let pages: std::collections::BTreeSet<_> = PROBLEM_TYPES.iter().map(|t| t.slug.to_string()).collect();
         assert_eq!(answered, pages, "every page describes a problem some variant answers");
     }

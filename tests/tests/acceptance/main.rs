@@ -19,6 +19,7 @@ mod idempotency;
 mod lambda_by_hand;
 mod lambda_entrypoints;
 mod lifecycle;
+mod limits;
 mod lists;
 mod openapi;
 mod outbox;

@@ -20,7 +20,7 @@
 //! (`09:00-12:00` and `12:00-17:00`, or `22:00-24:00` on one day and `00:00-02:00` on
 //! the next) are one stretch: that is how opening hours cross midnight.
 
-mod local_time;
+pub mod local_time;
 mod rules;
 mod slots;
 mod wire;

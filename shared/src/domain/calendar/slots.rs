@@ -155,6 +155,8 @@ pub enum Reason {
     /// The bookings leave room, but not the time kept free around them (their
     /// buffers or its own).
     Buffer,
+    /// The asking principal's own bookings fill a booking limit's window.
+    Limit,
 }
 
 /// A start of the grid that cannot be booked, and why.

@@ -1,0 +1,179 @@
+//! Booking limits: at most so many live bookings and holds of one principal on a
+//! resource per day, week, month or rolling span, counted under the resource's lock.
+
+use acceptance::{TestApp, day, hours, reservation_path, rfc3339, send, slug};
+use chrono::{DateTime, Duration, Utc};
+use futures::future::join_all;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio::sync::Barrier;
+
+fn at(v: &Value, field: &str) -> DateTime<Utc> {
+    v[field].as_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_holds_by_one_principal_under_a_limit_of_three_a_day_yield_exactly_three() {
+    let app = TestApp::spawn().await;
+    let hall =
+        app.resource_with(json!({"name": "Hall", "capacity": 100, "limits": [{"max": 3, "window": "day"}]})).await;
+    let barrier = Arc::new(Barrier::new(50));
+    let results = join_all((0..50).map(|i| {
+        let (start, end) = hours(i % 20, i % 20 + 1);
+        let req = app.post("bot", "/v1/reservations", &json!({"resource_id": hall, "start": start, "end": end}));
+        let barrier = barrier.clone();
+        async move {
+            barrier.wait().await;
+            send(req).await
+        }
+    }))
+    .await;
+    let won = results.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
+    let refused = results.iter().filter(|(s, p)| *s == StatusCode::CONFLICT && slug(p) == "limit-exceeded").count();
+    assert_eq!((won, refused), (3, 47), "{results:?}");
+    let live = app
+        .count(
+            "SELECT count(*) FROM reservations WHERE resource_id = $1 AND owner = 'bot' AND status = 'HELD'",
+            &[&hall],
+        )
+        .await;
+    assert_eq!(live, 3, "the table holds three, not the answers only");
+    let (_, problem) = results.iter().find(|(s, _)| *s == StatusCode::CONFLICT).unwrap();
+    assert_eq!(problem["limit"], json!({"max": 3, "window": "day"}));
+    assert_eq!((at(problem, "window_start"), at(problem, "window_end")), (day(), day() + Duration::days(1)));
+    assert!(problem["frees_at"].is_string(), "the earliest counted hold lapses: {problem}");
+
+    let (status, other) = app.reserve("alice", hall, (&hours(9, 10).0, &hours(9, 10).1), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "another principal is not limited: {other}");
+    let (start, end) = (rfc3339(day() + Duration::hours(26)), rfc3339(day() + Duration::hours(27)));
+    let (status, next_day) = app.reserve("bot", hall, (&start, &end), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "the next day is another window: {next_day}");
+}
+
+#[tokio::test]
+async fn a_limit_frees_when_a_counted_booking_is_released_and_an_admin_is_not_limited() {
+    let app = TestApp::spawn().await;
+    let room = app.resource_with(json!({"name": "Room", "limits": [{"max": 1, "window": "week"}]})).await;
+    let first = app.hold("alice", room, 9, 10).await;
+    let (s, e) = hours(11, 12);
+    let (status, problem) = app.reserve("alice", room, (&s, &e), 1).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "limit-exceeded"), "{problem}");
+    let (status, _) = send(app.delete("alice", &reservation_path(&first["id"]))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, second) = app.reserve("alice", room, (&s, &e), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "released, the place is free again: {second}");
+
+    app.hold("admin", room, 13, 14).await;
+    app.hold("admin", room, 15, 16).await;
+}
+
+#[tokio::test]
+async fn a_reschedule_does_not_count_against_itself() {
+    let app = TestApp::spawn().await;
+    let room = app.resource_with(json!({"name": "Room", "limits": [{"max": 1, "window": "day"}]})).await;
+    let held = app.hold("alice", room, 9, 10).await;
+    let (s, e) = hours(14, 15);
+    let (status, moved) =
+        send(app.patch("alice", &reservation_path(&held["id"]), &json!({"start": s, "end": e}))).await;
+    assert_eq!(status, StatusCode::OK, "{moved}");
+    assert_eq!(at(&moved, "start"), day() + Duration::hours(14));
+}
+
+#[tokio::test]
+async fn a_rolling_limit_counts_any_span_of_its_length() {
+    let app = TestApp::spawn().await;
+    let room = app
+        .resource_with(json!({"name": "Room", "capacity": 5,
+                              "limits": [{"max": 2, "window": "rolling", "rolling_minutes": 240}]}))
+        .await;
+    app.hold("alice", room, 8, 9).await;
+    app.hold("alice", room, 11, 12).await;
+    let (s, e) = hours(10, 11);
+    let (status, problem) = app.reserve("alice", room, (&s, &e), 1).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "limit-exceeded"), "{problem}");
+    assert_eq!(problem["limit"], json!({"max": 2, "window": "rolling", "rolling_minutes": 240}));
+    let (s, e) = hours(15, 16);
+    let (status, _) = app.reserve("alice", room, (&s, &e), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "11:00-15:00 holds one start");
+}
+
+#[tokio::test]
+async fn the_slots_read_shows_the_starts_a_limit_closed_for_the_asking_principal_only() {
+    let app = TestApp::spawn().await;
+    let room = app.resource_with(json!({"name": "Room", "capacity": 3, "limits": [{"max": 1, "window": "day"}]})).await;
+    app.hold("alice", room, 9, 10).await;
+    let (from, to) = (rfc3339(day()), rfc3339(day() + Duration::days(2)));
+    let path = format!("/v1/resources/{room}/slots?from={from}&to={to}&duration=PT1H&unavailable=true");
+    let (_, alice) = send(app.get("alice", &path)).await;
+    let (_, bob) = send(app.get("bob", &path)).await;
+    let first_day = |v: &Value, list: &str| {
+        v[list].as_array().unwrap().iter().filter(|s| at(s, "start") < day() + Duration::days(1)).count()
+    };
+    assert_eq!(first_day(&alice, "slots"), 0, "alice's day is full: {alice}");
+    assert_eq!(first_day(&bob, "slots"), 24, "bob may book any hour");
+    let limited: Vec<&Value> =
+        alice["unavailable"].as_array().unwrap().iter().filter(|u| u["reason"] == "limit").collect();
+    assert_eq!(limited.len(), 24, "{alice}");
+    assert_eq!(first_day(&alice, "slots") + alice["slots"].as_array().unwrap().len(), 24, "the next day is open");
+}
+
+#[tokio::test]
+async fn a_pool_item_moves_on_to_a_member_the_principal_may_still_book() {
+    let app = TestApp::spawn().await;
+    let limited = app.resource_with(json!({"name": "A", "limits": [{"max": 1, "window": "day"}]})).await;
+    let free = app.resource(1).await;
+    let (status, pool) = send(app.post(
+        "admin",
+        "/v1/pools",
+        &json!({"name": "Rooms", "resource_ids": [limited, free], "strategy": "ordered"}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{pool}");
+    app.hold("alice", limited, 8, 9).await;
+    let (s, e) = hours(10, 11);
+    let (status, booked) =
+        send(app.post("alice", "/v1/reservations", &json!({"items": [{"pool_id": pool["id"]}], "start": s, "end": e})))
+            .await;
+    assert_eq!(status, StatusCode::CREATED, "{booked}");
+    assert_eq!(booked["items"][0]["resource_id"], json!(free));
+}
+
+#[tokio::test]
+async fn limits_are_set_read_and_cleared_and_every_bad_part_is_named() {
+    let app = TestApp::spawn().await;
+    let (status, problem) = send(app.post(
+        "admin",
+        "/v1/resources",
+        &json!({"name": "Room", "limits": [{"max": 0, "window": "year"}, {"max": 1, "window": "day", "rolling_minutes": 5},
+                                             {"max": 1, "window": "rolling"}]}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{problem}");
+    let fields: Vec<&str> =
+        problem["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["limits[0].max", "limits[0].window", "limits[1].rolling_minutes", "limits[2].rolling_minutes"]);
+
+    let room = app.resource_with(json!({"name": "Room", "limits": [{"max": 2, "window": "month"}]})).await;
+    let path = format!("/v1/resources/{room}");
+    let (_, read) = send(app.get("admin", &path)).await;
+    assert_eq!(read["limits"], json!([{"max": 2, "window": "month"}]));
+    let (status, cleared) = send(app.patch("admin", &path, &json!({"limits": null}))).await;
+    assert_eq!((status, cleared["limits"].clone()), (StatusCode::OK, json!([])));
+    for i in 0..3 {
+        app.hold("alice", room, 9 + i, 10 + i).await;
+    }
+}
+
+#[tokio::test]
+async fn limits_set_after_a_process_read_the_rules_still_bind_its_next_hold() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(3).await;
+    app.hold("alice", room, 8, 9).await;
+    let path = format!("/v1/resources/{room}");
+    let (status, r) = send(app.patch("admin", &path, &json!({"limits": [{"max": 1, "window": "day"}]}))).await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    let (s, e) = hours(10, 11);
+    let (status, problem) = app.reserve("alice", room, (&s, &e), 1).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "limit-exceeded"), "{problem}");
+}
