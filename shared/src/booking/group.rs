@@ -13,7 +13,7 @@
 //! written last, with every item.
 
 use super::{BookingError, calendar, invalid, limits, on_freed};
-use crate::db::hold::Confirmation;
+use crate::db::hold::{self, Confirmation};
 use crate::db::pools::{self, Members};
 use crate::db::reservations::{self, ItemOf, NewReservation};
 use crate::db::{GenericClient, lapse, resources};
@@ -101,6 +101,27 @@ pub async fn reserve_items(
     ids.extend(pools.values().flat_map(|m| m.resource_ids.iter().copied()));
     ids.sort();
     ids.dedup();
+    // The look before the locks: an item whose resource (or every member of whose
+    // pool) live claims take at this instant is refused without a lock or a write, as
+    // the single hold's look refuses, so that a burst of losers never queues on the
+    // locks of the winner's resources.
+    let loads = hold::precheck_many(tx, &ids, req.start, req.end, now).await?;
+    let taken: Vec<RefusedItem> = req
+        .items
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| {
+            let members = match item.target {
+                Target::Resource(id) => vec![id],
+                Target::Pool(id) => pools[&id].resource_ids.clone(),
+            };
+            members.iter().all(|m| loads.get(m).is_some_and(|l| l.refuses(item.quantity)))
+        })
+        .map(|(index, item)| RefusedItem { index, target: item.target, refusal: Refusal::Taken })
+        .collect();
+    if !taken.is_empty() {
+        return Err(BookingError::ItemsRefused(taken));
+    }
     // The lock, in a round trip of its own (the lock order): every statement after it
     // reads a snapshot that includes every committed competitor.
     let locked: BTreeMap<Uuid, Resource> =
