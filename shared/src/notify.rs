@@ -213,14 +213,16 @@ impl Sender {
 
 /// Records one attempt, in one transaction with what it changes: an accepted event's
 /// record and the end of the endpoint's run of failures, or the run going on, and the
-/// endpoint disabled (with its event) when the failure calls for it.
+/// endpoint disabled (with its event) when the failure calls for it. `true` when this
+/// attempt disabled the endpoint.
 #[cfg(feature = "notify")]
-async fn record(pool: &Pool, attempt: webhooks::NewAttempt<'_>, answer: &Answer) -> Result<(), DbError> {
+async fn record(pool: &Pool, attempt: webhooks::NewAttempt<'_>, answer: &Answer) -> Result<bool, DbError> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let now = attempt.attempted_at;
     let (endpoint_id, event_id) = (attempt.endpoint_id, attempt.event_id);
     webhooks::insert_attempt(&tx, &attempt).await?;
+    let mut disabled_now = false;
     if answer.accepted() {
         let status = i32::from(answer.status.unwrap_or(200));
         webhooks::record_delivery(&tx, event_id, endpoint_id, status, now).await?;
@@ -230,9 +232,10 @@ async fn record(pool: &Pool, attempt: webhooks::NewAttempt<'_>, answer: &Answer)
     {
         tracing::warn!(%endpoint_id, reason = ?disabled.disabled_reason, "webhook endpoint disabled");
         webhooks::insert_disabled_event(&tx, &disabled).await?;
+        disabled_now = true;
     }
     tx.commit().await?;
-    Ok(())
+    Ok(disabled_now)
 }
 
 /// Delivers one message (an event's JSON) to every endpoint that wants it and has not
@@ -296,9 +299,12 @@ pub async fn deliver(
             webhooks::insert_attempt(&pool.get().await?, &attempt).await?;
             continue;
         }
-        record(pool, attempt, &answer).await?;
+        let disabled_now = record(pool, attempt, &answer).await?;
         if answer.accepted() {
             sent += 1;
+        } else if disabled_now {
+            // Nothing more goes to it: the message is done with it.
+            tracing::warn!(event_id = %head.id, endpoint_id = %target.id, "webhook endpoint disabled by this attempt");
         } else {
             failed += 1;
             let reason = answer.error.as_deref().unwrap_or("");
