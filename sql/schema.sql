@@ -26,7 +26,7 @@ CREATE DOMAIN public.idempotency_state AS text
 --
 
 CREATE DOMAIN public.outbox_kind AS text
-	CONSTRAINT outbox_kind_known CHECK ((VALUE = ANY ('{reservation.held,reservation.confirmed,reservation.released,reservation.expired,reservation.cancelled,reservation.failed,reservation.rescheduled,reservation.updated,reservation.extended,waitlist.offered,waitlist.offer_expired,waitlist.cancelled,intent.requested}'::text[])));
+	CONSTRAINT outbox_kind_known CHECK ((VALUE = ANY ('{reservation.held,reservation.confirmed,reservation.released,reservation.expired,reservation.cancelled,reservation.failed,reservation.rescheduled,reservation.updated,reservation.extended,waitlist.offered,waitlist.offer_expired,waitlist.cancelled,webhook.endpoint_disabled,intent.requested}'::text[])));
 
 --
 -- Name: outbox_topic; Type: DOMAIN; Schema: public; Owner: -
@@ -1038,24 +1038,75 @@ CREATE TABLE public.webhook_deliveries (
 );
 
 --
+-- Name: webhook_delivery_attempts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_delivery_attempts (
+    id uuid NOT NULL,
+    endpoint_id uuid NOT NULL,
+    event_id uuid NOT NULL,
+    attempt integer NOT NULL,
+    trigger text NOT NULL,
+    attempted_at timestamp with time zone NOT NULL,
+    status_code integer,
+    error text,
+    duration_ms integer NOT NULL,
+    next_attempt_at timestamp with time zone,
+    CONSTRAINT webhook_delivery_attempts_attempt_positive CHECK ((attempt >= 1)),
+    CONSTRAINT webhook_delivery_attempts_duration CHECK ((duration_ms >= 0)),
+    CONSTRAINT webhook_delivery_attempts_outcome CHECK (((status_code IS NOT NULL) OR (error IS NOT NULL))),
+    CONSTRAINT webhook_delivery_attempts_status_http CHECK (((status_code >= 100) AND (status_code <= 599))),
+    CONSTRAINT webhook_delivery_attempts_trigger_known CHECK ((trigger = ANY (ARRAY['queue'::text, 'retry'::text, 'recover'::text])))
+);
+
+--
 -- Name: webhook_endpoints; Type: TABLE; Schema: public; Owner: -
 --
 
 CREATE TABLE public.webhook_endpoints (
     id uuid NOT NULL,
     url text NOT NULL,
-    secret text NOT NULL,
+    secret bytea NOT NULL,
     resource_id uuid,
     event_types text[] NOT NULL,
     created_by text NOT NULL,
     created_at timestamp with time zone NOT NULL,
     deleted_at timestamp with time zone,
-    previous_secret text,
+    previous_secret bytea,
     previous_secret_expires_at timestamp with time zone,
+    failing_since timestamp with time zone,
+    disabled_at timestamp with time zone,
+    disabled_reason text,
+    CONSTRAINT webhook_endpoints_disabled_with_reason CHECK ((((disabled_at IS NULL) = (disabled_reason IS NULL)) AND (disabled_reason = ANY (ARRAY['gone'::text, 'failing'::text])))),
     CONSTRAINT webhook_endpoints_event_types_not_empty CHECK ((cardinality(event_types) >= 1)),
+    CONSTRAINT webhook_endpoints_previous_secret_length CHECK (((previous_secret IS NULL) OR ((octet_length(previous_secret) >= 24) AND (octet_length(previous_secret) <= 64)))),
     CONSTRAINT webhook_endpoints_previous_secret_with_expiry CHECK (((previous_secret IS NULL) = (previous_secret_expires_at IS NULL))),
-    CONSTRAINT webhook_endpoints_secret_long CHECK ((length(secret) >= 32)),
+    CONSTRAINT webhook_endpoints_secret_length CHECK (((octet_length(secret) >= 24) AND (octet_length(secret) <= 64))),
     CONSTRAINT webhook_endpoints_url_http CHECK (((url ~ '^https?://'::text) AND (length(url) <= 2000)))
+);
+
+--
+-- Name: webhook_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_events (
+    id uuid NOT NULL,
+    type text NOT NULL,
+    body text NOT NULL,
+    received_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: webhook_resends; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_resends (
+    endpoint_id uuid NOT NULL,
+    event_id uuid NOT NULL,
+    trigger text NOT NULL,
+    requested_by text NOT NULL,
+    requested_at timestamp with time zone NOT NULL,
+    CONSTRAINT webhook_resends_trigger_known CHECK ((trigger = ANY (ARRAY['retry'::text, 'recover'::text])))
 );
 
 --
@@ -1199,11 +1250,32 @@ ALTER TABLE ONLY public.webhook_deliveries
     ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (event_id, endpoint_id);
 
 --
+-- Name: webhook_delivery_attempts webhook_delivery_attempts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_delivery_attempts
+    ADD CONSTRAINT webhook_delivery_attempts_pkey PRIMARY KEY (id);
+
+--
 -- Name: webhook_endpoints webhook_endpoints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.webhook_endpoints
     ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (id);
+
+--
+-- Name: webhook_events webhook_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_events
+    ADD CONSTRAINT webhook_events_pkey PRIMARY KEY (id);
+
+--
+-- Name: webhook_resends webhook_resends_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_resends
+    ADD CONSTRAINT webhook_resends_pkey PRIMARY KEY (endpoint_id, event_id);
 
 --
 -- Name: idempotency_keys_expires_idx; Type: INDEX; Schema: public; Owner: -
@@ -1362,10 +1434,46 @@ CREATE INDEX webhook_deliveries_delivered_idx ON public.webhook_deliveries USING
 CREATE INDEX webhook_deliveries_endpoint_idx ON public.webhook_deliveries USING btree (endpoint_id);
 
 --
+-- Name: webhook_delivery_attempts_attempted_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_delivery_attempts_attempted_idx ON public.webhook_delivery_attempts USING btree (attempted_at);
+
+--
+-- Name: webhook_delivery_attempts_endpoint_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_delivery_attempts_endpoint_idx ON public.webhook_delivery_attempts USING btree (endpoint_id, attempted_at, id);
+
+--
+-- Name: webhook_delivery_attempts_event_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_delivery_attempts_event_idx ON public.webhook_delivery_attempts USING btree (event_id, endpoint_id);
+
+--
 -- Name: webhook_endpoints_created_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX webhook_endpoints_created_idx ON public.webhook_endpoints USING btree (created_at DESC, id DESC) WHERE (deleted_at IS NULL);
+
+--
+-- Name: webhook_events_received_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_events_received_idx ON public.webhook_events USING btree (received_at);
+
+--
+-- Name: webhook_resends_event_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_resends_event_idx ON public.webhook_resends USING btree (event_id);
+
+--
+-- Name: webhook_resends_requested_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_resends_requested_idx ON public.webhook_resends USING btree (requested_at);
 
 --
 -- Name: reservations reservations_buffered_insert; Type: TRIGGER; Schema: public; Owner: -
@@ -1463,11 +1571,39 @@ ALTER TABLE ONLY public.webhook_deliveries
     ADD CONSTRAINT webhook_deliveries_endpoint_fkey FOREIGN KEY (endpoint_id) REFERENCES public.webhook_endpoints(id);
 
 --
+-- Name: webhook_delivery_attempts webhook_delivery_attempts_endpoint_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_delivery_attempts
+    ADD CONSTRAINT webhook_delivery_attempts_endpoint_fkey FOREIGN KEY (endpoint_id) REFERENCES public.webhook_endpoints(id);
+
+--
+-- Name: webhook_delivery_attempts webhook_delivery_attempts_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_delivery_attempts
+    ADD CONSTRAINT webhook_delivery_attempts_event_fkey FOREIGN KEY (event_id) REFERENCES public.webhook_events(id);
+
+--
 -- Name: webhook_endpoints webhook_endpoints_resource_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.webhook_endpoints
     ADD CONSTRAINT webhook_endpoints_resource_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id);
+
+--
+-- Name: webhook_resends webhook_resends_endpoint_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_resends
+    ADD CONSTRAINT webhook_resends_endpoint_fkey FOREIGN KEY (endpoint_id) REFERENCES public.webhook_endpoints(id);
+
+--
+-- Name: webhook_resends webhook_resends_event_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_resends
+    ADD CONSTRAINT webhook_resends_event_fkey FOREIGN KEY (event_id) REFERENCES public.webhook_events(id) ON DELETE CASCADE;
 
 --
 -- PostgreSQL database dump complete

@@ -273,7 +273,9 @@ pub async fn run_notifier(
             message.message_id = Some(envelope.id.to_string());
             message.body = serde_json::to_string(&envelope).ok();
             for attempt in 1..=NOTIFIER_TRIES {
-                if notifier::process_message(&notifier, &message).await {
+                // The try's number, as SQS would count it, for the delivery log.
+                message.attributes.insert("ApproximateReceiveCount".into(), attempt.to_string());
+                if notifier::process_message(&notifier, &message).await.is_none() {
                     return;
                 }
                 if attempt < NOTIFIER_TRIES {

@@ -68,11 +68,6 @@ pub struct Config {
     /// principal (they show no owners and no metadata). Off by default; in AWS the
     /// template's `PublicCalendar` also takes the JWT authorizer off those routes.
     pub public_calendar: bool,
-    /// How long a webhook message that some endpoint refused stays hidden after its
-    /// first try (`WEBHOOK_RETRY_BASE_SECONDS`); it doubles with every try, up to
-    /// `WEBHOOK_RETRY_MAX_SECONDS`.
-    pub webhook_retry_base: chrono::Duration,
-    pub webhook_retry_max: chrono::Duration,
 }
 
 /// The system of record for `authority: upstream` resources (`upstream::SystemOfRecord`).
@@ -213,9 +208,6 @@ impl Config {
             },
             cors_allowed_origins,
             public_calendar,
-            webhook_retry_base: chrono::Duration::seconds(num("WEBHOOK_RETRY_BASE_SECONDS", 30, 0, 43_200)?),
-            // SQS keeps a message hidden for 12 hours at most.
-            webhook_retry_max: chrono::Duration::seconds(num("WEBHOOK_RETRY_MAX_SECONDS", 3_600, 0, 43_200)?),
         })
     }
 

@@ -31,8 +31,10 @@
 //!   (`breaker`) and the shared single-flight read cache (`cache`).
 //! - [`outbox`]: the relay (after commit and from the sweeper) to SQS, with its
 //!   publishers and the one message type of both queues (`Envelope`).
-//! - [`notify`]: signed webhooks: the signature, and delivery of one event to the
-//!   endpoints that want it (`webhook_endpoints`, `webhook_deliveries`).
+//! - [`notify`]: signed webhooks (Standard Webhooks 1.0): the signature, the retry
+//!   schedule, delivery of one event to the endpoints that want it, the delivery log and
+//!   disabling (`webhook_endpoints`, `webhook_deliveries`, `webhook_delivery_attempts`,
+//!   `webhook_events`), and the resends admins ask for (`webhook_resends`).
 //! - [`http`]: the adapter from `lambda_http` requests to those operations: routing
 //!   (`routes`), identity, strict JSON bodies and query strings (`request`, `fields`,
 //!   and `lists` for the lists' parameters), idempotency keys (`idempotency`), and the

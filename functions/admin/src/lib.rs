@@ -8,7 +8,11 @@
 //! guard; its answer is the one place the signing secret is shown), `GET /v1/webhooks`,
 //! `GET /v1/webhooks/{id}` (never the secret), `POST /v1/webhooks/{id}/rotate-secret`
 //! (a new secret, shown once; the old one signs beside it for a while) and
-//! `DELETE /v1/webhooks/{id}`.
+//! `DELETE /v1/webhooks/{id}`. An endpoint's delivery log is its owner's (the admin who
+//! registered it) and every admin's: `GET /v1/webhooks/{id}/deliveries`,
+//! `POST /v1/webhooks/{id}/deliveries/{delivery_id}/retry` (send that event again) and
+//! `POST /v1/webhooks/{id}/recover` (enable it again and resend what it failed to
+//! take), the two POSTs inside the idempotency guard.
 //!
 //! Pools, which an item of a booking is picked from: `POST /v1/pools`,
 //! `PATCH /v1/pools/{id}` (both inside the idempotency guard) and
@@ -19,7 +23,7 @@ use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use shared::AppState;
 use shared::booking::{self, NewPool, NewResource, PoolChange, ResourceChange, ResourceDefaults, WebhookRequest};
-use shared::domain::{Authority, PoolStrategy};
+use shared::domain::{Authority, PoolStrategy, Principal};
 use shared::http::fields::{self, Fields};
 use shared::http::{
     ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, resources_query, respond, route_for,
@@ -138,6 +142,41 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             })
             .await
         }
+        Op::ListWebhookDeliveries => {
+            let id = matched.id(ApiError::WebhookNotFound)?;
+            // The same parameters as the waitlist's page: `limit` and `cursor`.
+            let page = waitlist_query(req)?;
+            let client = state.pool.get().await?;
+            may_read_log(&client, &who, id).await?;
+            let key = state.cursor_key(&client).await?;
+            Ok(Reply::json(StatusCode::OK, &booking::list_webhook_deliveries(&client, key, id, page).await?)
+                .into_response())
+        }
+        Op::RetryWebhookDelivery => {
+            let id = matched.id(ApiError::WebhookNotFound)?;
+            let delivery_id = matched.delivery_id(ApiError::WebhookDeliveryNotFound)?;
+            may_read_log(&state.pool.get().await?, &who, id).await?;
+            let body = json_body(req, EmptyBody::Allowed)?;
+            body.read(|_| Some(()))?;
+            let fingerprint = fingerprint(req, &body.canonical);
+            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+                let queued = booking::retry_webhook_delivery(tx, &who, id, delivery_id, state.clock.now()).await?;
+                Ok(Reply::json(StatusCode::ACCEPTED, &queued))
+            })
+            .await
+        }
+        Op::RecoverWebhook => {
+            let id = matched.id(ApiError::WebhookNotFound)?;
+            may_read_log(&state.pool.get().await?, &who, id).await?;
+            let body = json_body(req, EmptyBody::Refused)?;
+            let since = body.read(|f| f.required("since", fields::timestamp).map(|t| t.0))?;
+            let fingerprint = fingerprint(req, &body.canonical);
+            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+                let recovery = booking::recover_webhook(tx, &who, id, since, state.clock.now()).await?;
+                Ok(Reply::json(StatusCode::OK, &recovery))
+            })
+            .await
+        }
         Op::CreatePool | Op::UpdatePool | Op::DeletePool if !who.admin => Err(ApiError::Forbidden),
         Op::CreatePool => {
             let body = json_body(req, EmptyBody::Refused)?;
@@ -182,6 +221,19 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
 }
 
 const STRATEGIES: &[&str] = &["least_booked", "ordered"];
+
+/// An endpoint's delivery log is for admins and for the principal that registered it;
+/// anyone else gets 403 whether or not the endpoint exists, so ids are not probed.
+async fn may_read_log(c: &impl shared::db::GenericClient, who: &Principal, id: uuid::Uuid) -> Result<(), ApiError> {
+    if who.admin {
+        return Ok(());
+    }
+    match booking::get_webhook(c, id).await {
+        Ok(w) if w.created_by == who.id => Ok(()),
+        Ok(_) | Err(booking::BookingError::WebhookNotFound) => Err(ApiError::Forbidden),
+        Err(e) => Err(e.into()),
+    }
+}
 
 fn strategy(word: &str) -> PoolStrategy {
     word.parse().unwrap_or(PoolStrategy::LeastBooked)

@@ -5,10 +5,11 @@
 //! The answer is an SQS partial batch response. A message that some endpoint did not
 //! accept is reported as a failure, so SQS delivers it again (to the endpoints that
 //! have not accepted it yet), and after `maxReceiveCount` tries moves it to the
-//! dead-letter queue. Before answering, each failed message is hidden for a time that
-//! doubles with its tries ([`retry_after`], `ChangeMessageVisibility`): a receiver that
-//! is down is asked again after 30 s, 1 min, 2 min ... not hammered every few seconds,
-//! nor left waiting the queue's whole visibility timeout after a one-off error.
+//! dead-letter queue. Before answering, each failed message is hidden for the next wait
+//! of the retry schedule (`shared::notify::RETRY_SCHEDULE`: 5 s, 5 min, 30 min, 2 h,
+//! 5 h, 10 h, each with jitter; `ChangeMessageVisibility`), the wait its delivery log
+//! shows as the next attempt: a receiver that is down is not hammered every few
+//! seconds, nor left waiting the queue's whole visibility timeout after a one-off error.
 //!
 //! Order: the queue's message group is the event's subject (one reservation, one
 //! waitlist entry), so a group's messages arrive in the order they were written, and
@@ -21,7 +22,7 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMe
 use chrono::Duration;
 use lambda_runtime::{Error, LambdaEvent};
 use shared::AppState;
-use shared::notify::{Delivery, Sender, deliver};
+use shared::notify::{Delivery, Sender, deliver, random_jitter, retry_wait};
 use std::collections::HashMap;
 
 /// What the handler needs: the application state and the HTTP sender, built once.
@@ -50,21 +51,17 @@ impl Notifier {
     }
 }
 
-/// How long a message that failed on its `receive_count`-th delivery stays hidden:
-/// `base`, then twice that on every further try, at most `max`.
-pub fn retry_after(receive_count: u32, base: Duration, max: Duration) -> Duration {
-    let doublings = receive_count.saturating_sub(1).min(30);
-    base.checked_mul(1 << doublings).unwrap_or(max).min(max)
+/// Which try of its message this delivery is (from 1).
+fn try_number(message: &SqsMessage) -> u32 {
+    message.attributes.get("ApproximateReceiveCount").and_then(|n| n.parse().ok()).unwrap_or(1)
 }
 
-/// Hides a failed message for its backoff. A failure here only leaves the message to
-/// the queue's own visibility timeout, so it is logged, not answered.
-async fn back_off(notifier: &Notifier, message: &SqsMessage) {
+/// Hides a failed message for `wait`, its backoff. A failure here only leaves the
+/// message to the queue's own visibility timeout, so it is logged, not answered.
+async fn back_off(notifier: &Notifier, message: &SqsMessage, wait: Duration) {
     let (Some(queue), Some(receipt)) = (&notifier.queue, message.receipt_handle.as_deref()) else { return };
-    let tries = message.attributes.get("ApproximateReceiveCount").and_then(|n| n.parse().ok()).unwrap_or(1);
-    let config = &notifier.state.config;
-    let hide = retry_after(tries, config.webhook_retry_base, config.webhook_retry_max);
-    let seconds = i32::try_from(hide.num_seconds()).unwrap_or(i32::MAX);
+    // SQS hides a message for 12 hours at most; the schedule's longest wait is less.
+    let seconds = i32::try_from(wait.num_seconds().clamp(0, 43_200)).unwrap_or(43_200);
     let changed =
         queue.sqs.change_message_visibility().queue_url(&queue.url).receipt_handle(receipt).visibility_timeout(seconds);
     if let Err(e) = changed.send().await {
@@ -73,15 +70,22 @@ async fn back_off(notifier: &Notifier, message: &SqsMessage) {
     }
 }
 
-/// Delivers one message; `false` means "deliver it again".
-pub async fn process_message(notifier: &Notifier, message: &SqsMessage) -> bool {
+/// Delivers one message; `Some(wait)` means "deliver it again after `wait`" (the queue's
+/// visibility timeout when `wait` is `None`: its last try, or no answer).
+pub async fn process_message(notifier: &Notifier, message: &SqsMessage) -> Option<Option<Duration>> {
+    let wait = retry_wait(try_number(message), random_jitter());
+    process(notifier, message, wait).await.then_some(wait)
+}
+
+/// `true`: deliver it again.
+async fn process(notifier: &Notifier, message: &SqsMessage, wait: Option<Duration>) -> bool {
     let message_id = message.message_id.as_deref().unwrap_or("");
     let body = message.body.as_deref().unwrap_or("");
     let state = &notifier.state;
-    match deliver(&state.pool, state.clock.as_ref(), &notifier.sender, body).await {
+    match deliver(&state.pool, state.clock.as_ref(), &notifier.sender, body, wait).await {
         Ok(Delivery::Done { sent }) => {
             tracing::info!(message_id, sent, "event delivered");
-            true
+            false
         }
         Ok(Delivery::Retry { sent, failed }) => {
             tracing::warn!(
@@ -90,15 +94,15 @@ pub async fn process_message(notifier: &Notifier, message: &SqsMessage) -> bool 
                 failed,
                 "event not accepted by every endpoint; it will be delivered again"
             );
-            false
+            true
         }
         Ok(Delivery::Unreadable) => {
             tracing::error!(message_id, "unreadable event message; leaving it for the DLQ");
-            false
+            true
         }
         Err(e) => {
             tracing::error!(message_id, error = %e, "event delivery failed; it will be delivered again");
-            false
+            true
         }
     }
 }
@@ -129,25 +133,28 @@ pub fn groups(records: &[SqsMessage]) -> Vec<Vec<usize>> {
 pub async fn handler(notifier: &Notifier, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
     use futures::StreamExt;
     let records = event.payload.records;
-    let failed: Vec<Vec<usize>> = futures::stream::iter(groups(&records).into_iter().map(|group| {
-        let records = &records;
-        async move {
-            for (n, &i) in group.iter().enumerate() {
-                if !process_message(notifier, &records[i]).await {
-                    return group[n..].to_vec();
+    // Each failed message with its wait; the later messages of its group wait as long.
+    let failed: Vec<Vec<(usize, Option<Duration>)>> =
+        futures::stream::iter(groups(&records).into_iter().map(|group| {
+            let records = &records;
+            async move {
+                for (n, &i) in group.iter().enumerate() {
+                    if let Some(wait) = process_message(notifier, &records[i]).await {
+                        return group[n..].iter().map(|&j| (j, wait)).collect();
+                    }
                 }
+                Vec::new()
             }
-            Vec::new()
-        }
-    }))
-    .buffer_unordered(notifier.state.config.db_pool_size.max(1))
-    .collect()
-    .await;
-    let mut failed: Vec<usize> = failed.into_iter().flatten().collect();
-    failed.sort_unstable();
-    futures::future::join_all(failed.iter().map(|&i| back_off(notifier, &records[i]))).await;
+        }))
+        .buffer_unordered(notifier.state.config.db_pool_size.max(1))
+        .collect()
+        .await;
+    let mut failed: Vec<(usize, Option<Duration>)> = failed.into_iter().flatten().collect();
+    failed.sort_unstable_by_key(|(i, _)| *i);
+    futures::future::join_all(failed.iter().filter_map(|&(i, wait)| Some(back_off(notifier, &records[i], wait?))))
+        .await;
     let mut response = SqsBatchResponse::default();
-    for i in failed {
+    for (i, _) in failed {
         let mut failure = BatchItemFailure::default();
         failure.item_identifier = records[i].message_id.clone().unwrap_or_default();
         response.batch_item_failures.push(failure);
@@ -169,12 +176,11 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_message_waits_twice_as_long_after_every_try_up_to_the_cap() {
-        let (base, max) = (Duration::seconds(30), Duration::hours(1));
-        let waits: Vec<i64> = (1..=9).map(|n| retry_after(n, base, max).num_seconds()).collect();
-        assert_eq!(waits, [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]);
-        assert_eq!(retry_after(0, base, max), base, "a missing count is the first try");
-        assert_eq!(retry_after(u32::MAX, base, max), max);
+    fn a_message_without_a_receive_count_is_on_its_first_try() {
+        let mut m = message("1", None);
+        assert_eq!(try_number(&m), 1);
+        m.attributes.insert("ApproximateReceiveCount".into(), "3".into());
+        assert_eq!(try_number(&m), 3);
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! waiting entries whose range has passed, settles upstream intents whose worker lease lapsed (the lease reaper: by the
 //! current-charge read, never by replaying the write), queues a new message for due
 //! intents whose message was lost or dead-lettered, relays unpublished outbox rows
-//! (events to the events queue, intent messages to the intents queue), and purges
-//! idempotency records and published outbox rows past retention. Each task is bounded; the report says what each
+//! (events to the events queue, intent messages to the intents queue), sends the
+//! webhook resends admins asked for, and purges idempotency records, published outbox
+//! rows and the webhook delivery log past retention. Each task is bounded; the report says what each
 //! did, and a task that fails does not stop the others.
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
@@ -36,6 +37,10 @@ pub struct SweepReport {
     pub outbox_purged: Option<u64>,
     /// Records of webhook deliveries past their retention, deleted.
     pub webhook_deliveries_purged: Option<u64>,
+    /// Webhook resends admins asked for, sent.
+    pub webhook_resends: Option<shared::notify::ResendReport>,
+    /// Delivery attempts and kept events past the log's retention, deleted.
+    pub webhook_log_purged: Option<u64>,
     /// Tasks that failed this run, by name; they run again next time.
     pub failed: Vec<&'static str>,
 }
@@ -79,6 +84,11 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
     report.outbox_purged = note(&mut report, "outbox", purged).map(|(n, _)| n);
     let purged = sweep::purge_webhook_deliveries(&state.pool, clock, bounds).await;
     report.webhook_deliveries_purged = note(&mut report, "webhook_deliveries", purged).map(|(n, _)| n);
+    let sender = shared::notify::Sender::new(shared::notify::Sender::DEFAULT_TIMEOUT);
+    let resent = shared::notify::send_resends(&state.pool, clock, &sender, bounds.batch).await;
+    report.webhook_resends = note(&mut report, "webhook_resends", resent);
+    let purged = sweep::purge_webhook_log(&state.pool, clock, bounds).await;
+    report.webhook_log_purged = note(&mut report, "webhook_log", purged).map(|(n, _)| n);
     let (lag, unsettled) = match state.pool.get().await {
         Ok(c) => (
             shared::db::outbox::oldest_pending(&c).await.ok().flatten(),

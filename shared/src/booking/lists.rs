@@ -18,7 +18,7 @@
 use super::cursor::{self, CursorKey, Position, Scope};
 use super::{BookingError, invalid};
 use crate::db::{GenericClient, pools, reservation_lists, resources, waitlist, webhooks};
-use crate::domain::webhooks::Webhook;
+use crate::domain::webhooks::{DeliveryAttempt, Webhook};
 use crate::domain::{Pool, Principal, Reservation, Resource, Status, WaitlistEntry};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
@@ -125,6 +125,23 @@ pub async fn list_webhooks(
     let after = newest_position(key, &scope, page.cursor.as_deref())?;
     let rows = webhooks::list(c, after, page.limit + 1).await?;
     Ok(cut(rows, page.limit, |w| Position::Newest { created_at: w.created_at, id: w.id }, key, &scope))
+}
+
+/// `GET /v1/webhooks/{id}/deliveries`: the endpoint's delivery attempts, newest first.
+/// A deleted endpoint's log is gone with it (404).
+pub async fn list_webhook_deliveries(
+    c: &impl GenericClient,
+    key: &CursorKey,
+    endpoint_id: Uuid,
+    page: PageRequest,
+) -> Result<Page<DeliveryAttempt>, BookingError> {
+    let scope = Scope::new("webhook_deliveries").field("webhook_id", &endpoint_id.to_string());
+    let after = newest_position(key, &scope, page.cursor.as_deref())?;
+    if webhooks::get(c, endpoint_id).await?.is_none() {
+        return Err(BookingError::WebhookNotFound);
+    }
+    let rows = webhooks::list_attempts(c, endpoint_id, after, page.limit + 1).await?;
+    Ok(cut(rows, page.limit, |a| Position::Newest { created_at: a.attempted_at, id: a.id }, key, &scope))
 }
 
 /// `GET /v1/pools`: the pools, newest first.

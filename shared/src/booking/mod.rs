@@ -53,7 +53,7 @@ pub use handover::{hand_over, on_freed};
 pub use hold::{Approval, Attempt, ReserveRequest, Reserved, hold_at_once, reserve};
 pub use lists::{
     DEFAULT_LIMIT, MAX_LIMIT, OwnWaitlistFilter, Page, PageRequest, ReservationFilter, list_own_waitlist, list_pools,
-    list_reservations, list_resources, list_waitlist, list_webhooks,
+    list_reservations, list_resources, list_waitlist, list_webhook_deliveries, list_webhooks,
 };
 pub use pools::{MAX_MEMBERS, NewPool, PoolChange, create_pool, delete_pool, get_pool, update_pool};
 pub(crate) use release::request_cancel;
@@ -65,7 +65,7 @@ pub use resources::{
 pub use waitlist::{JoinRequest, Joined, get_entry, join_waitlist, leave_waitlist};
 pub use webhooks::{
     KEEP_PREVIOUS_DEFAULT_SECONDS, KEEP_PREVIOUS_MAX_SECONDS, WebhookRequest, create_webhook, delete_webhook,
-    get_webhook, rotate_webhook_secret,
+    get_webhook, recover_webhook, retry_webhook_delivery, rotate_webhook_secret,
 };
 
 use crate::db::{self, DbError};
@@ -85,6 +85,12 @@ pub enum BookingError {
     WaitlistEntryNotFound,
     #[error("webhook not found")]
     WebhookNotFound,
+    /// No attempt of this id is in the endpoint's log.
+    #[error("webhook delivery not found")]
+    WebhookDeliveryNotFound,
+    /// The endpoint is disabled: it takes no resend until it is recovered.
+    #[error("webhook endpoint disabled")]
+    WebhookDisabled,
     #[error("pool not found")]
     PoolNotFound(uuid::Uuid),
     /// Items of a booking of several that could not be held: the booking was not made,

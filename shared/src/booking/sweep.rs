@@ -127,3 +127,21 @@ pub async fn purge_webhook_deliveries(pool: &Pool, clock: &dyn Clock, bounds: Bo
     let before = clock.now() - WEBHOOK_DELIVERY_RETENTION;
     drain(bounds, || webhooks::purge_deliveries(&client, before, bounds.batch)).await
 }
+
+/// How long the delivery log (each attempt, and the events it sent) is kept: long
+/// enough to recover an endpoint that was disabled after five days of failures, weeks
+/// later.
+pub const WEBHOOK_LOG_RETENTION: chrono::Duration = chrono::Duration::days(30);
+
+/// Delivery attempts past [`WEBHOOK_LOG_RETENTION`] are deleted, then the kept events
+/// no attempt names any more.
+pub async fn purge_webhook_log(pool: &Pool, clock: &dyn Clock, bounds: Bounds) -> Result<(u64, bool), DbError> {
+    let client = pool.get().await?;
+    let before = clock.now() - WEBHOOK_LOG_RETENTION;
+    let (attempts, unfinished) = drain(bounds, || webhooks::purge_attempts(&client, before, bounds.batch)).await?;
+    if unfinished {
+        return Ok((attempts, true));
+    }
+    let (events, unfinished) = drain(bounds, || webhooks::purge_events(&client, before, bounds.batch)).await?;
+    Ok((attempts + events, unfinished))
+}

@@ -1,11 +1,13 @@
 //! Webhook endpoints, registered by admins: create (the secret is made here and
 //! answered once), read, rotate the secret (the old one signs beside the new one for a
-//! while), delete. What is sent to them is `crate::notify`'s.
+//! while), delete; and their delivery log: send one logged event again, recover a
+//! disabled endpoint. What is sent to them is `crate::notify`'s.
 
 use super::{BookingError, invalid};
-use crate::config::Secret;
 use crate::db::{GenericClient, resources, webhooks};
-use crate::domain::webhooks::{NewWebhook, RotatedSecret, Webhook, check_event_types, check_url};
+use crate::domain::webhooks::{
+    NewWebhook, QueuedResend, Recovery, RotatedSecret, SigningSecret, Webhook, check_event_types, check_url,
+};
 use crate::domain::{FieldError, Principal};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -15,12 +17,6 @@ pub struct WebhookRequest {
     pub event_types: Vec<String>,
     /// `None`: the events of every resource.
     pub resource_id: Option<Uuid>,
-}
-
-/// A signing secret: 244 random bits from the operating system's generator (two
-/// version-4 UUIDs, `getrandom` underneath), as 64 hex digits after `whsec_`.
-fn new_secret() -> Secret {
-    Secret(format!("whsec_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple()))
 }
 
 pub async fn create_webhook(
@@ -43,7 +39,7 @@ pub async fn create_webhook(
     {
         return Err(invalid("resource_id", "names no resource"));
     }
-    let secret = new_secret();
+    let secret = SigningSecret::generate();
     let webhook = webhooks::insert(
         c,
         &webhooks::NewEndpoint {
@@ -76,7 +72,7 @@ pub async fn rotate_webhook_secret(
     if !(0..=KEEP_PREVIOUS_MAX_SECONDS).contains(&keep_previous_seconds) {
         return Err(invalid("keep_previous_seconds", format!("must be 0 to {KEEP_PREVIOUS_MAX_SECONDS}")));
     }
-    let secret = new_secret();
+    let secret = SigningSecret::generate();
     let until = now + chrono::Duration::seconds(keep_previous_seconds);
     let (webhook, previous_secret_expires_at) =
         webhooks::rotate_secret(c, id, &secret, until, now).await?.ok_or(BookingError::WebhookNotFound)?;
@@ -91,4 +87,42 @@ pub async fn get_webhook(c: &impl GenericClient, id: Uuid) -> Result<Webhook, Bo
 /// not accepted yet. Deleting it again is a 404.
 pub async fn delete_webhook(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<(), BookingError> {
     if webhooks::delete(c, id, now).await? { Ok(()) } else { Err(BookingError::WebhookNotFound) }
+}
+
+/// Queues the event of one logged attempt to be sent again to its endpoint (the
+/// sweeper sends it within a minute, and logs the attempt). Any attempt will do, an
+/// accepted one too: the receiver asked for it again.
+pub async fn retry_webhook_delivery(
+    c: &impl GenericClient,
+    by: &Principal,
+    endpoint_id: Uuid,
+    delivery_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<QueuedResend, BookingError> {
+    let webhook = get_webhook(c, endpoint_id).await?;
+    let event_id =
+        webhooks::attempted_event(c, delivery_id, endpoint_id).await?.ok_or(BookingError::WebhookDeliveryNotFound)?;
+    if webhook.disabled_at.is_some() {
+        return Err(BookingError::WebhookDisabled);
+    }
+    let requested_at = webhooks::queue_resend(c, endpoint_id, event_id, &by.id, now).await?;
+    Ok(QueuedResend { endpoint_id, event_id, requested_at })
+}
+
+/// Enables an endpoint again (disabled or not) and queues a resend of every event its
+/// log shows attempted since `since` and never accepted, the ones logged while it was
+/// disabled included.
+pub async fn recover_webhook(
+    c: &impl GenericClient,
+    by: &Principal,
+    endpoint_id: Uuid,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Recovery, BookingError> {
+    if since > now {
+        return Err(invalid("since", "must not be in the future"));
+    }
+    let webhook = webhooks::enable(c, endpoint_id).await?.ok_or(BookingError::WebhookNotFound)?;
+    let resends_queued = webhooks::queue_failed_since(c, endpoint_id, since, &by.id, now).await?;
+    Ok(Recovery { webhook, resends_queued })
 }

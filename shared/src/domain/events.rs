@@ -23,6 +23,8 @@ text_enum! {
         WaitlistOffered = "waitlist.offered",
         WaitlistOfferExpired = "waitlist.offer_expired",
         WaitlistCancelled = "waitlist.cancelled",
+        /// Deliveries to a webhook endpoint stopped (410 Gone, or failing for days).
+        WebhookEndpointDisabled = "webhook.endpoint_disabled",
         /// The intents topic's message for the worker: not an event for consumers.
         IntentRequested = "intent.requested",
     }

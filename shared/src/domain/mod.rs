@@ -6,7 +6,6 @@ mod load;
 mod patch;
 pub mod policies;
 mod validate;
-pub mod webhooks;
 
 pub use calendar::{CalendarChange, CalendarRules, Judge, Rule, Schedule};
 pub use load::{Claim, FreePiece, free_pieces, load_segments, peak_load};
@@ -66,6 +65,8 @@ macro_rules! text_enum {
 
 pub mod events;
 pub use events::EventKind;
+// After `text_enum!`, which it uses.
+pub mod webhooks;
 
 text_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

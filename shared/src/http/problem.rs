@@ -47,12 +47,14 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     ProblemType::RESERVATION_NOT_FOUND,
     ProblemType::WAITLIST_ENTRY_NOT_FOUND,
     ProblemType::WEBHOOK_NOT_FOUND,
+    ProblemType::WEBHOOK_DELIVERY_NOT_FOUND,
     ProblemType::POOL_NOT_FOUND,
     ProblemType::PROBLEM_TYPE_NOT_FOUND,
     ProblemType::METHOD_NOT_ALLOWED,
     ProblemType::SLOT_UNAVAILABLE,
     ProblemType::RESERVATION_NOT_HELD,
     ProblemType::RESERVATION_IN_FLIGHT,
+    ProblemType::WEBHOOK_DISABLED,
     ProblemType::RESOURCE_ARCHIVED,
     ProblemType::RESCHEDULE_NOT_SUPPORTED,
     ProblemType::CAPACITY_IN_USE,
@@ -135,6 +137,12 @@ impl ProblemType {
         title: "Webhook not found",
         description: "No webhook endpoint has this id, or it was deleted.",
     };
+    pub const WEBHOOK_DELIVERY_NOT_FOUND: ProblemType = ProblemType {
+        slug: "webhook-delivery-not-found",
+        status: 404,
+        title: "Webhook delivery not found",
+        description: "The endpoint's delivery log has no attempt with this id: it never did, or the attempt is older than the log keeps (30 days). List the endpoint's deliveries for the ids it has.",
+    };
     pub const POOL_NOT_FOUND: ProblemType = ProblemType {
         slug: "pool-not-found",
         status: 404,
@@ -176,6 +184,12 @@ impl ProblemType {
         status: 409,
         title: "Reservation in flight",
         description: "The reservation is being confirmed with the external system of record. Read it again, or retry, once it settles.",
+    };
+    pub const WEBHOOK_DISABLED: ProblemType = ProblemType {
+        slug: "webhook-disabled",
+        status: 409,
+        title: "Webhook endpoint disabled",
+        description: "Deliveries to the endpoint stopped: it answered 410 Gone, or failed every attempt for five days (`disabled_reason` on the endpoint). Fix the receiver, then `POST /v1/webhooks/{id}/recover`, which enables it and sends again what it failed to take.",
     };
     pub const RESOURCE_ARCHIVED: ProblemType = ProblemType {
         slug: "resource-archived",
@@ -351,6 +365,10 @@ pub enum ApiError {
     WaitlistEntryNotFound,
     #[error("webhook not found")]
     WebhookNotFound,
+    #[error("webhook delivery not found")]
+    WebhookDeliveryNotFound,
+    #[error("webhook endpoint disabled")]
+    WebhookDisabled,
     #[error("slot unavailable")]
     SlotUnavailable,
     #[error("pool not found")]
@@ -427,6 +445,8 @@ impl ApiError {
             ApiError::ReservationNotFound => &ProblemType::RESERVATION_NOT_FOUND,
             ApiError::WaitlistEntryNotFound => &ProblemType::WAITLIST_ENTRY_NOT_FOUND,
             ApiError::WebhookNotFound => &ProblemType::WEBHOOK_NOT_FOUND,
+            ApiError::WebhookDeliveryNotFound => &ProblemType::WEBHOOK_DELIVERY_NOT_FOUND,
+            ApiError::WebhookDisabled => &ProblemType::WEBHOOK_DISABLED,
             ApiError::MethodNotAllowed { .. } => &ProblemType::METHOD_NOT_ALLOWED,
             ApiError::SlotUnavailable => &ProblemType::SLOT_UNAVAILABLE,
             ApiError::PoolNotFound => &ProblemType::POOL_NOT_FOUND,
@@ -480,6 +500,10 @@ impl ApiError {
             ApiError::ReservationNotFound => "No such reservation.".into(),
             ApiError::WaitlistEntryNotFound => "No such waitlist entry.".into(),
             ApiError::WebhookNotFound => "No such webhook endpoint.".into(),
+            ApiError::WebhookDeliveryNotFound => "No such attempt in the endpoint's delivery log.".into(),
+            ApiError::WebhookDisabled => {
+                "The endpoint is disabled; recover it (POST /v1/webhooks/{id}/recover) first.".into()
+            }
             ApiError::SlotUnavailable => "The requested capacity is taken for some part of the range.".into(),
             ApiError::PoolNotFound => "No such pool.".into(),
             ApiError::ItemsNotHeld(items) => {
@@ -735,6 +759,8 @@ impl From<BookingError> for ApiError {
             BookingError::ReservationNotFound => ApiError::ReservationNotFound,
             BookingError::WaitlistEntryNotFound => ApiError::WaitlistEntryNotFound,
             BookingError::WebhookNotFound => ApiError::WebhookNotFound,
+            BookingError::WebhookDeliveryNotFound => ApiError::WebhookDeliveryNotFound,
+            BookingError::WebhookDisabled => ApiError::WebhookDisabled,
             BookingError::SlotUnavailable => ApiError::SlotUnavailable,
             BookingError::PoolNotFound(_) => ApiError::PoolNotFound,
             BookingError::ItemsRefused(items) => ApiError::ItemsNotHeld(items),
@@ -823,7 +849,9 @@ mod tests {
             ApiError::ResourceNotFound => ApiError::ReservationNotFound,
             ApiError::ReservationNotFound => ApiError::WaitlistEntryNotFound,
             ApiError::WaitlistEntryNotFound => ApiError::WebhookNotFound,
-            ApiError::WebhookNotFound => ApiError::SlotUnavailable,
+            ApiError::WebhookNotFound => ApiError::WebhookDeliveryNotFound,
+            ApiError::WebhookDeliveryNotFound => ApiError::WebhookDisabled,
+            ApiError::WebhookDisabled => ApiError::SlotUnavailable,
             ApiError::SlotUnavailable => ApiError::PoolNotFound,
             ApiError::PoolNotFound => ApiError::UpstreamNotGroupable { index: 1 },
             ApiError::UpstreamNotGroupable { .. } => ApiError::ItemsNotHeld(vec![]),
@@ -871,7 +899,7 @@ mod tests {
             assert_eq!((page.status, page.title), (reply.status.as_u16(), body["title"].as_str().unwrap()), "{slug}");
             answered.insert(slug);
         }
-        assert_eq!(variants, 36, "the walk reaches every variant");
+        assert_eq!(variants, 38, "the walk reaches every variant");
         let pages: std::collections::BTreeSet<_> = PROBLEM_TYPES.iter().map(|t| t.slug.to_string()).collect();
         assert_eq!(answered, pages, "every page describes a problem some variant answers");
     }

@@ -54,6 +54,9 @@ pub enum Op {
     GetWebhook,
     DeleteWebhook,
     RotateWebhookSecret,
+    ListWebhookDeliveries,
+    RetryWebhookDelivery,
+    RecoverWebhook,
     CreatePool,
     ListPools,
     GetPool,
@@ -154,6 +157,19 @@ pub const ROUTES: &[RouteSpec] = &[
         op: Op::RotateWebhookSecret,
         function: Function::Admin,
     },
+    RouteSpec {
+        method: "GET",
+        path: "/v1/webhooks/{id}/deliveries",
+        op: Op::ListWebhookDeliveries,
+        function: Function::Admin,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/v1/webhooks/{id}/deliveries/{delivery_id}/retry",
+        op: Op::RetryWebhookDelivery,
+        function: Function::Admin,
+    },
+    RouteSpec { method: "POST", path: "/v1/webhooks/{id}/recover", op: Op::RecoverWebhook, function: Function::Admin },
     RouteSpec { method: "POST", path: "/v1/pools", op: Op::CreatePool, function: Function::Admin },
     RouteSpec { method: "GET", path: "/v1/pools", op: Op::ListPools, function: Function::Admin },
     RouteSpec { method: "GET", path: "/v1/pools/{id}", op: Op::GetPool, function: Function::Admin },
@@ -161,18 +177,25 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec { method: "DELETE", path: "/v1/pools/{id}", op: Op::DeletePool, function: Function::Admin },
 ];
 
-/// A matched route with its raw path id (parsed by the handler, so that a non-UUID
-/// answers the 404 of the right kind).
+/// A matched route with its raw path ids (parsed by the handler, so that a non-UUID
+/// answers the 404 of the right kind): `{id}`, and `{delivery_id}` where the route has
+/// one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Matched<'a> {
     pub spec: &'static RouteSpec,
     pub id: Option<&'a str>,
+    pub delivery_id: Option<&'a str>,
 }
 
 impl Matched<'_> {
     /// The path id as a UUID, or the given not-found error.
     pub fn id(&self, not_found: ApiError) -> Result<uuid::Uuid, ApiError> {
         self.id.and_then(|raw| uuid::Uuid::parse_str(raw).ok()).ok_or(not_found)
+    }
+
+    /// The path's `{delivery_id}` as a UUID, or the given not-found error.
+    pub fn delivery_id(&self, not_found: ApiError) -> Result<uuid::Uuid, ApiError> {
+        self.delivery_id.and_then(|raw| uuid::Uuid::parse_str(raw).ok()).ok_or(not_found)
     }
 }
 
@@ -181,11 +204,12 @@ impl RouteSpec {
     /// the route's template has one; `None` when the path is not this route's.
     fn matching<'a>(&'static self, path: &'a str) -> Option<Matched<'a>> {
         let (mut t, mut p) = (self.path.split('/'), path.split('/'));
-        let mut id = None;
+        let (mut id, mut delivery_id) = (None, None);
         loop {
             match (t.next(), p.next()) {
-                (None, None) => return Some(Matched { spec: self, id }),
+                (None, None) => return Some(Matched { spec: self, id, delivery_id }),
                 (Some("{id}"), Some(seg)) if !seg.is_empty() => id = Some(seg),
+                (Some("{delivery_id}"), Some(seg)) if !seg.is_empty() => delivery_id = Some(seg),
                 (Some(a), Some(b)) if a == b => {}
                 _ => return None,
             }
@@ -242,7 +266,10 @@ mod tests {
     #[test]
     fn every_route_of_the_contract_matches_its_own_path() {
         for spec in ROUTES {
-            let path = spec.path.replace("{id}", "00000000-0000-0000-0000-000000000000");
+            let path = spec
+                .path
+                .replace("{id}", "00000000-0000-0000-0000-000000000000")
+                .replace("{delivery_id}", "00000000-0000-0000-0000-000000000001");
             let m = route(&spec.method.parse().unwrap(), &path).unwrap();
             assert_eq!(m.spec.op, spec.op, "{} {}", spec.method, spec.path);
         }
@@ -255,6 +282,14 @@ mod tests {
         assert!(matches!(route(&Method::HEAD, "/v1/reservations/x/confirm"), Err(ApiError::MethodNotAllowed { .. })));
         assert_eq!(methods_of("/v1/resources/x"), ["GET", "HEAD", "PATCH", "DELETE"]);
         assert!(methods_of("/v1/nothing").is_empty());
+    }
+
+    #[test]
+    fn a_retry_hands_over_both_of_its_path_ids() {
+        let m = route(&Method::POST, "/v1/webhooks/w1/deliveries/d1/retry").unwrap();
+        assert_eq!((m.spec.op, m.id, m.delivery_id), (Op::RetryWebhookDelivery, Some("w1"), Some("d1")));
+        assert!(matches!(m.delivery_id(ApiError::WebhookDeliveryNotFound), Err(ApiError::WebhookDeliveryNotFound)));
+        assert!(matches!(route(&Method::POST, "/v1/webhooks/w1/deliveries//retry"), Err(ApiError::RouteNotFound)));
     }
 
     #[test]

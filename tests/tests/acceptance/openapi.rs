@@ -111,6 +111,8 @@ fn the_idempotent_routes_document_the_idempotency_key_header() {
         ("patch", "/v1/resources/{id}"),
         ("post", "/v1/webhooks"),
         ("post", "/v1/webhooks/{id}/rotate-secret"),
+        ("post", "/v1/webhooks/{id}/deliveries/{delivery_id}/retry"),
+        ("post", "/v1/webhooks/{id}/recover"),
         ("post", "/v1/pools"),
         ("patch", "/v1/pools/{id}"),
     ];
@@ -550,4 +552,80 @@ async fn list_answers_match_the_document() {
     }
     let anonymous = call(&app, &doc, app.http.get(app.url("/v1/reservations"))).await;
     assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn webhook_answers_match_the_document_the_delivery_log_included() {
+    let app = TestApp::spawn().await;
+    let doc = document();
+    let body =
+        json!({"url": "https://hooks.example.com/r", "event_types": ["reservation.held", "webhook.endpoint_disabled"]});
+    let created = call(&app, &doc, app.post("admin", "/v1/webhooks", &body)).await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let id = created.id();
+    let rotated = call(&app, &doc, app.post("admin", &format!("/v1/webhooks/{id}/rotate-secret"), &json!({}))).await;
+    assert_eq!(rotated.status, StatusCode::OK);
+    // One logged attempt, as the notifier writes it.
+    let (event, attempt) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let client = app.state.pool.get().await.unwrap();
+    client
+        .execute(
+            "INSERT INTO webhook_events (id, type, body, received_at) VALUES ($1, 'reservation.held', '{}', now())",
+            &[&event],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO webhook_delivery_attempts (id, endpoint_id, event_id, attempt, trigger, attempted_at, \
+             status_code, error, duration_ms, next_attempt_at) \
+             VALUES ($1, $2::text::uuid, $3, 1, 'queue', now(), 503, 'status 503', 12, now() + interval '5 seconds')",
+            &[&attempt, &id, &event],
+        )
+        .await
+        .unwrap();
+
+    let log = call(&app, &doc, app.get("admin", &format!("/v1/webhooks/{id}/deliveries?limit=10"))).await;
+    assert_eq!((log.status, log.body["items"][0]["id"].as_str()), (StatusCode::OK, Some(&*attempt.to_string())));
+    let retry = format!("/v1/webhooks/{id}/deliveries/{attempt}/retry");
+    let queued = call(&app, &doc, app.post("admin", &retry, &json!({}))).await;
+    assert_eq!(queued.status, StatusCode::ACCEPTED);
+    let recovered =
+        call(&app, &doc, app.post("admin", &format!("/v1/webhooks/{id}/recover"), &json!({"since": hours(0, 1).0})))
+            .await;
+    assert_eq!(recovered.status, StatusCode::BAD_REQUEST, "a time in the future");
+    let recovered = call(
+        &app,
+        &doc,
+        app.post("admin", &format!("/v1/webhooks/{id}/recover"), &json!({"since": "2020-01-01T00:00:00Z"})),
+    )
+    .await;
+    assert_eq!((recovered.status, recovered.body["resends_queued"].as_i64()), (StatusCode::OK, Some(0)));
+    client
+        .execute(
+            "UPDATE webhook_endpoints SET disabled_at = now(), disabled_reason = 'gone' WHERE id = $1::text::uuid",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    let read = call(&app, &doc, app.get("admin", &format!("/v1/webhooks/{id}"))).await;
+    assert_eq!(read.body["disabled_reason"], "gone");
+    let refused = call(&app, &doc, app.post("admin", &retry, &json!({}))).await;
+    assert_eq!((refused.status, slug(&refused.body)), (StatusCode::CONFLICT, "webhook-disabled"));
+    for (who, path, status, expected) in [
+        ("alice", format!("/v1/webhooks/{id}/deliveries"), StatusCode::FORBIDDEN, "forbidden"),
+        (
+            "admin",
+            format!("/v1/webhooks/{}/deliveries", uuid::Uuid::now_v7()),
+            StatusCode::NOT_FOUND,
+            "webhook-not-found",
+        ),
+        ("admin", format!("/v1/webhooks/{id}/deliveries?cursor=x"), StatusCode::BAD_REQUEST, "invalid-cursor"),
+    ] {
+        let answer = call(&app, &doc, app.get(who, &path)).await;
+        assert_eq!((answer.status, slug(&answer.body)), (status, expected), "{who} {path}");
+    }
+    let unknown = format!("/v1/webhooks/{id}/deliveries/{}/retry", uuid::Uuid::now_v7());
+    let answer = call(&app, &doc, app.post("admin", &unknown, &json!({}))).await;
+    assert_eq!((answer.status, slug(&answer.body)), (StatusCode::NOT_FOUND, "webhook-delivery-not-found"));
 }

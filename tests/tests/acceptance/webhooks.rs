@@ -1,6 +1,7 @@
 //! Webhooks: endpoints registered through the admin routes, and the notifier's handler
 //! delivering events to real HTTP receivers on this machine, driven with the SQS
-//! messages the events queue would hand it.
+//! messages the events queue would hand it; signatures checked with the reference
+//! implementation of Standard Webhooks; the delivery log, resends and disabling.
 
 use acceptance::{TestApp, send, slug};
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
@@ -22,6 +23,7 @@ use uuid::Uuid;
 #[derive(Debug, Clone)]
 struct Seen {
     id: String,
+    timestamp: String,
     signature: String,
     body: String,
 }
@@ -29,6 +31,11 @@ struct Seen {
 impl Seen {
     fn event(&self) -> Value {
         serde_json::from_str(&self.body).expect("the body is the event's JSON")
+    }
+
+    /// Whether `secret` verifies this request at `now`, as [`shared::notify::verify`] does.
+    fn verifies(&self, secret: &str, now: chrono::DateTime<Utc>) -> bool {
+        verify(secret, &self.id, &self.timestamp, &self.signature, self.body.as_bytes(), now, 300)
     }
 }
 
@@ -67,12 +74,13 @@ impl Receiver {
                             let header = |name: &str| {
                                 req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string()
                             };
-                            let (id, signature) = (header("webhook-id"), header("webhook-signature"));
+                            let (id, timestamp, signature) =
+                                (header("webhook-id"), header("webhook-timestamp"), header("webhook-signature"));
                             let body = req.into_body().collect().await.unwrap().to_bytes();
                             let body = String::from_utf8(body.to_vec()).unwrap();
                             let n = {
                                 let mut seen = seen.lock().unwrap();
-                                seen.push(Seen { id, signature, body: body.clone() });
+                                seen.push(Seen { id, timestamp, signature, body: body.clone() });
                                 seen.len() - 1
                             };
                             let (status, wait) = answer(n, &serde_json::from_str(&body).unwrap_or(Value::Null));
@@ -164,8 +172,8 @@ async fn an_event_arrives_signed_with_the_secret_the_endpoint_was_given() {
     let seen = receiver.seen();
     assert_eq!(seen.len(), 1);
     let now = app.state.clock.now();
-    assert!(verify(&secret, &seen[0].signature, seen[0].body.as_bytes(), now, 300), "{}", seen[0].signature);
-    assert!(!verify("whsec_someone_elses_secret_0000000000", &seen[0].signature, seen[0].body.as_bytes(), now, 300));
+    assert!(seen[0].verifies(&secret, now), "{}", seen[0].signature);
+    assert!(!seen[0].verifies(&shared::domain::webhooks::SigningSecret::generate().text(), now));
     assert_eq!(seen[0].id, event.id.to_string());
     let body = seen[0].event();
     assert_eq!((body["id"].as_str(), body["type"].as_str()), (Some(&*event.id.to_string()), Some("reservation.held")));
@@ -542,7 +550,7 @@ async fn a_refused_message_is_hidden_on_the_events_queue_for_its_backoff_instead
     assert!(
         receive().await.is_empty(),
         "hidden for {} s after its first try, not handed back at once",
-        app.state.config.webhook_retry_base.num_seconds()
+        shared::notify::RETRY_SCHEDULE[0].num_seconds()
     );
 }
 
@@ -588,14 +596,14 @@ async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires() {
     let during = deliver_one("alice", 10).await;
     let now = app.state.clock.now();
     for (secret, name) in [(&new, "new"), (&old, "old")] {
-        assert!(verify(secret, &during.signature, during.body.as_bytes(), now, 300), "{name}: {}", during.signature);
+        assert!(during.verifies(secret, now), "{name}: {}", during.signature);
     }
 
     clock.advance(chrono::Duration::seconds(3601));
     let after = deliver_one("bob", 12).await;
     let now = app.state.clock.now();
-    assert!(verify(&new, &after.signature, after.body.as_bytes(), now, 300), "{}", after.signature);
-    assert!(!verify(&old, &after.signature, after.body.as_bytes(), now, 300), "the old secret has expired");
+    assert!(after.verifies(&new, now), "{}", after.signature);
+    assert!(!after.verifies(&old, now), "the old secret has expired");
 
     // Rotating with no overlap stops the current secret at once.
     let (status, again) = send(app.post("admin", &path, &json!({"keep_previous_seconds": 0}))).await;
@@ -603,6 +611,282 @@ async fn a_rotated_secret_signs_beside_the_new_one_until_it_expires() {
     let last = deliver_one("carol", 14).await;
     let newest = again["secret"].as_str().unwrap();
     let now = app.state.clock.now();
-    assert!(verify(newest, &last.signature, last.body.as_bytes(), now, 300));
-    assert!(!verify(&new, &last.signature, last.body.as_bytes(), now, 300));
+    assert!(last.verifies(newest, now));
+    assert!(!last.verifies(&new, now));
+}
+
+/// Runs the reference implementation of Standard Webhooks (the `standardwebhooks`
+/// package from PyPI, which scripts/test installs) on each `(secret, request, body)`:
+/// whether it accepts the request, at the machine's time, with its own 5-minute
+/// tolerance.
+fn reference_verifies(cases: &[(&str, &Seen, &str)]) -> Vec<bool> {
+    const SCRIPT: &str = r#"
+import json, sys
+from standardwebhooks.webhooks import Webhook
+out = []
+for case in json.load(sys.stdin):
+    try:
+        Webhook(case["secret"]).verify(case["body"], case["headers"])
+        out.append(True)
+    except Exception:
+        out.append(False)
+print(json.dumps(out))
+"#;
+    let input: Vec<Value> = cases
+        .iter()
+        .map(|(secret, seen, body)| {
+            json!({"secret": secret, "body": body, "headers": {
+                "webhook-id": seen.id, "webhook-timestamp": seen.timestamp, "webhook-signature": seen.signature}})
+        })
+        .collect();
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", SCRIPT])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(serde_json::to_string(&input).unwrap().as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "the reference implementation ran (pip install standardwebhooks)");
+    serde_json::from_slice(&output.stdout).expect("a list of verdicts")
+}
+
+#[tokio::test]
+async fn real_deliveries_verify_with_the_standard_webhooks_reference_implementation_and_forgeries_do_not() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(5).await;
+    let endpoint = register(&app, &receiver.url, &["reservation.held"], None).await;
+    let first = endpoint["secret"].as_str().unwrap().to_string();
+    let notifier = notifier(&app, Sender::DEFAULT_TIMEOUT);
+    let deliver_one = async |who: &str, from: i64, signed_back: chrono::Duration| {
+        app.hold(who, resource, from, from + 1).await;
+        let events = take_events(&app).await;
+        clock.advance(-signed_back);
+        assert!(handle(&notifier, events.iter().map(message).collect()).await.is_empty());
+        clock.advance(signed_back);
+        receiver.seen().last().cloned().unwrap()
+    };
+    let plain = deliver_one("alice", 10, chrono::Duration::zero()).await;
+    let path = format!("/v1/webhooks/{}/rotate-secret", endpoint["id"].as_str().unwrap());
+    let (_, rotated) = send(app.post("admin", &path, &json!({"keep_previous_seconds": 3600}))).await;
+    let second = rotated["secret"].as_str().unwrap().to_string();
+    let both = deliver_one("bob", 11, chrono::Duration::zero()).await;
+    // Signed ten minutes ago: the notifier's clock is set back, the receiver's is not.
+    let stale = deliver_one("carol", 12, chrono::Duration::minutes(10)).await;
+
+    assert_eq!(receiver.seen().len(), 3, "three events, three deliveries");
+    let tampered = plain.body.replace("alice", "mallory");
+    assert_ne!(tampered, plain.body);
+    let verdicts = reference_verifies(&[
+        (&first, &plain, &plain.body),
+        (&first, &plain, &tampered),
+        (&second, &plain, &plain.body),
+        (&second, &both, &both.body),
+        (&first, &both, &both.body),
+        (&second, &stale, &stale.body),
+    ]);
+
+    assert_eq!(verdicts, [true, false, false, true, true, false], "signed, tampered, wrong secret, new, old, stale");
+    assert!(first.starts_with("whsec_") && second.starts_with("whsec_"));
+    assert_eq!(both.signature.split(' ').count(), 2, "{}", both.signature);
+    assert!(plain.signature.starts_with("v1,"), "{}", plain.signature);
+}
+
+/// The attempts of one endpoint's log, newest first, as its owner reads them.
+async fn log_of(app: &TestApp, endpoint: &Value) -> Vec<Value> {
+    let path = format!("/v1/webhooks/{}/deliveries", endpoint["id"].as_str().unwrap());
+    let (status, page) = send(app.get("admin", &path)).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    page["items"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn every_attempt_is_logged_with_its_answer_and_next_try_and_the_log_pages_newest_first() {
+    let app = TestApp::spawn().await;
+    let flaky = Receiver::answering(|n, _| (if n == 0 { 500 } else { 200 }, Duration::ZERO)).await;
+    let resource = app.resource(1).await;
+    let endpoint = register(&app, &flaky.url, &["reservation.held"], None).await;
+    let event = held_event(&app, resource).await;
+    let notifier = notifier(&app, Sender::DEFAULT_TIMEOUT);
+    let mut msg = message(&event);
+    msg.attributes.insert("ApproximateReceiveCount".into(), "1".into());
+    assert_eq!(handle(&notifier, vec![msg.clone()]).await.len(), 1);
+    msg.attributes.insert("ApproximateReceiveCount".into(), "2".into());
+    assert!(handle(&notifier, vec![msg]).await.is_empty());
+
+    let log = log_of(&app, &endpoint).await;
+
+    assert_eq!(log.len(), 2, "{log:?}");
+    let (accepted, refused) = (&log[0], &log[1]);
+    assert_eq!((accepted["attempt"].as_i64(), accepted["status_code"].as_i64()), (Some(2), Some(200)));
+    assert_eq!((&accepted["error"], &accepted["next_attempt_at"]), (&Value::Null, &Value::Null));
+    assert_eq!((refused["attempt"].as_i64(), refused["status_code"].as_i64()), (Some(1), Some(500)));
+    assert_eq!(refused["error"], "status 500");
+    assert_eq!(
+        (refused["event_id"].as_str(), refused["event_type"].as_str()),
+        (Some(&*event.id.to_string()), Some("reservation.held"))
+    );
+    assert_eq!(refused["trigger"], "queue");
+    let at: chrono::DateTime<Utc> = refused["attempted_at"].as_str().unwrap().parse().unwrap();
+    let next: chrono::DateTime<Utc> = refused["next_attempt_at"].as_str().unwrap().parse().unwrap();
+    let wait = (next - at).num_milliseconds();
+    assert!((4_500..=5_500).contains(&wait), "5 s give or take a tenth: {wait} ms");
+    // Page by page, with the cursor of the page before.
+    let path = format!("/v1/webhooks/{}/deliveries", endpoint["id"].as_str().unwrap());
+    let (_, page) = send(app.get("admin", &format!("{path}?limit=1"))).await;
+    assert_eq!(page["items"][0]["id"], accepted["id"]);
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let (_, page) = send(app.get("admin", &format!("{path}?limit=1&cursor={cursor}"))).await;
+    assert_eq!((&page["items"][0]["id"], &page["next_cursor"]), (&refused["id"], &Value::Null));
+    // Not for other principals, whether or not the endpoint exists.
+    assert_eq!(send(app.get("alice", &path)).await.0, StatusCode::FORBIDDEN);
+    let unknown = format!("/v1/webhooks/{}/deliveries", Uuid::now_v7());
+    assert_eq!(send(app.get("alice", &unknown)).await.0, StatusCode::FORBIDDEN);
+    let (status, problem) = send(app.get("admin", &unknown)).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::NOT_FOUND, "webhook-not-found"));
+}
+
+#[tokio::test]
+async fn a_logged_event_is_sent_again_on_request_with_its_id_and_body_and_the_resend_is_logged() {
+    let app = TestApp::spawn().await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    let endpoint = register(&app, &receiver.url, &["reservation.held"], None).await;
+    let event = held_event(&app, resource).await;
+    assert!(handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), vec![message(&event)]).await.is_empty());
+    let delivery = log_of(&app, &endpoint).await[0]["id"].as_str().unwrap().to_string();
+    let webhook = endpoint["id"].as_str().unwrap();
+
+    let path = format!("/v1/webhooks/{webhook}/deliveries/{delivery}/retry");
+    let (status, queued) = send(app.post("admin", &path, &json!({}))).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{queued}");
+    assert_eq!(queued["event_id"], json!(event.id));
+    let report = sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default()).await;
+
+    assert_eq!(report.webhook_resends, Some(shared::notify::ResendReport { accepted: 1, failed: 0 }));
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!((&seen[1].id, &seen[1].body), (&seen[0].id, &seen[0].body), "the same event, byte for byte");
+    assert!(seen[1].verifies(endpoint["secret"].as_str().unwrap(), app.state.clock.now()));
+    let log = log_of(&app, &endpoint).await;
+    assert_eq!((log[0]["attempt"].as_i64(), log[0]["trigger"].as_str()), (Some(2), Some("retry")));
+    let unknown = format!("/v1/webhooks/{webhook}/deliveries/{}/retry", Uuid::now_v7());
+    let (status, problem) = send(app.post("admin", &unknown, &json!({}))).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::NOT_FOUND, "webhook-delivery-not-found"));
+    let elsewhere = format!("/v1/webhooks/{webhook}/deliveries/not-a-uuid/retry");
+    assert_eq!(slug(&send(app.post("admin", &elsewhere, &json!({}))).await.1), "webhook-delivery-not-found");
+    assert_eq!(send(app.post("alice", &path, &json!({}))).await.0, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn an_endpoint_that_answers_410_gone_is_disabled_with_an_event_and_recovered_gets_what_it_missed() {
+    let app = TestApp::spawn().await;
+    let back = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let back_ = back.clone();
+    let receiver = Receiver::answering(move |_, _| {
+        (if back_.load(std::sync::atomic::Ordering::SeqCst) { 200 } else { 410 }, Duration::ZERO)
+    })
+    .await;
+    let watcher = Receiver::accepting().await;
+    let resource = app.resource(5).await;
+    let since = app.state.clock.now();
+    let endpoint = register(&app, &receiver.url, &["reservation.held"], None).await;
+    register(&app, &watcher.url, &["webhook.endpoint_disabled"], None).await;
+    let notifier = notifier(&app, Sender::DEFAULT_TIMEOUT);
+    let first = held_event(&app, resource).await;
+
+    assert!(handle(&notifier, vec![message(&first)]).await.is_empty(), "nothing more goes to a gone endpoint");
+
+    let (_, read) = send(app.get("admin", &format!("/v1/webhooks/{}", endpoint["id"].as_str().unwrap()))).await;
+    assert_eq!(read["disabled_reason"], "gone", "{read}");
+    assert!(read["disabled_at"].is_string());
+    let disabled = take_events(&app).await;
+    assert_eq!(disabled.len(), 1);
+    assert_eq!((disabled[0].kind.as_str(), disabled[0].subject_id), ("webhook.endpoint_disabled", first_id(&endpoint)));
+    assert_eq!(disabled[0].data["reason"], "gone");
+    assert!(handle(&notifier, vec![message(&disabled[0])]).await.is_empty());
+    assert_eq!(watcher.seen().len(), 1, "an endpoint that asked for it hears of it");
+    // While disabled, nothing is sent, and what it misses is logged for a recovery.
+    app.hold("bob", resource, 12, 13).await;
+    let missed = take_events(&app).await;
+    assert!(handle(&notifier, missed.iter().map(message).collect()).await.is_empty());
+    assert!(handle(&notifier, vec![message(&first)]).await.is_empty(), "a redelivery of the first event sends nothing");
+    assert_eq!(receiver.seen().len(), 1);
+    let log = log_of(&app, &endpoint).await;
+    assert_eq!(log[0]["error"], "endpoint disabled");
+    let retry = format!(
+        "/v1/webhooks/{}/deliveries/{}/retry",
+        endpoint["id"].as_str().unwrap(),
+        log[0]["id"].as_str().unwrap()
+    );
+    let (status, problem) = send(app.post("admin", &retry, &json!({}))).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "webhook-disabled"));
+
+    back.store(true, std::sync::atomic::Ordering::SeqCst);
+    let recover = format!("/v1/webhooks/{}/recover", endpoint["id"].as_str().unwrap());
+    let (status, recovered) = send(app.post("admin", &recover, &json!({"since": acceptance::rfc3339(since)}))).await;
+    assert_eq!(status, StatusCode::OK, "{recovered}");
+    assert_eq!((recovered["resends_queued"].as_i64(), &recovered["disabled_at"]), (Some(2), &Value::Null));
+    sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default()).await;
+
+    let ids: Vec<String> = receiver.seen().iter().skip(1).map(|s| s.id.clone()).collect();
+    let mut want = vec![first.id.to_string(), missed[0].id.to_string()];
+    want.sort();
+    let mut got = ids.clone();
+    got.sort();
+    assert_eq!(got, want, "both missed events, each with its own id");
+    assert!(log_of(&app, &endpoint).await.iter().take(2).all(|a| a["trigger"] == "recover" && a["status_code"] == 200));
+    let (status, problem) = send(app.post("admin", &recover, &json!({"since": "2999-01-01T00:00:00Z"}))).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::BAD_REQUEST, "validation-error"));
+}
+
+fn first_id(endpoint: &Value) -> Uuid {
+    endpoint["id"].as_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn an_endpoint_that_fails_every_attempt_for_five_days_is_disabled() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let down = Receiver::answering(|_, _| (503, Duration::ZERO)).await;
+    let resource = app.resource(5).await;
+    let endpoint = register(&app, &down.url, &["reservation.held"], None).await;
+    let notifier = notifier(&app, Sender::DEFAULT_TIMEOUT);
+    let read = async || send(app.get("admin", &format!("/v1/webhooks/{}", endpoint["id"].as_str().unwrap()))).await.1;
+    let first = held_event(&app, resource).await;
+    assert_eq!(handle(&notifier, vec![message(&first)]).await.len(), 1);
+    clock.advance(chrono::Duration::days(5) - chrono::Duration::minutes(1));
+    app.hold("bob", resource, 12, 13).await;
+    let events = take_events(&app).await;
+    assert_eq!(handle(&notifier, events.iter().map(message).collect()).await.len(), 1);
+    assert_eq!(read().await["disabled_at"], Value::Null, "not quite five days");
+
+    clock.advance(chrono::Duration::minutes(2));
+    assert!(handle(&notifier, events.iter().map(message).collect()).await.is_empty(), "disabled, so done with");
+
+    assert_eq!(read().await["disabled_reason"], "failing");
+    let disabled = take_events(&app).await;
+    assert_eq!(disabled.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(), ["webhook.endpoint_disabled"]);
+}
+
+#[tokio::test]
+async fn the_sweep_purges_the_delivery_log_after_its_retention() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    let endpoint = register(&app, &receiver.url, &["reservation.held"], None).await;
+    let event = held_event(&app, resource).await;
+    assert!(handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), vec![message(&event)]).await.is_empty());
+    let sweep = || sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default());
+
+    clock.advance(chrono::Duration::days(29));
+    assert_eq!(sweep().await.webhook_log_purged, Some(0));
+    assert_eq!(log_of(&app, &endpoint).await.len(), 1);
+    clock.advance(chrono::Duration::days(2));
+    assert_eq!(sweep().await.webhook_log_purged, Some(2), "the attempt, then its event");
+    assert!(log_of(&app, &endpoint).await.is_empty());
 }
