@@ -32,6 +32,7 @@ mod pools;
 mod release;
 mod reschedule;
 mod resources;
+mod series;
 pub mod sweep;
 mod waitlist;
 pub mod waits;
@@ -58,6 +59,10 @@ pub use pools::{MAX_MEMBERS, NewPool, PoolChange, create_pool, delete_pool, get_
 pub(crate) use release::request_cancel;
 pub use release::{Released, release};
 pub use reschedule::{Change, Rescheduled, reschedule};
+pub use series::{
+    Mode, RefusedOccurrence, Scope, Series, SeriesOccurrence, SeriesRequest, SeriesTarget, create_series, get_series,
+    in_scope, reschedule_series, series_after,
+};
 pub use resources::{
     NewResource, ResourceChange, ResourceDefaults, archive_resource, create_resource, get_resource, update_resource,
 };
@@ -86,6 +91,12 @@ pub enum BookingError {
     WebhookNotFound,
     #[error("pool not found")]
     PoolNotFound(uuid::Uuid),
+    #[error("series not found")]
+    SeriesNotFound,
+    /// Occurrences of a series that could not be held: the series was not made, and
+    /// the caller rolls its transaction back.
+    #[error("occurrences of the series could not be held")]
+    OccurrencesRefused(Vec<RefusedOccurrence>),
     /// Items of a booking of several that could not be held: the booking was not made,
     /// and the caller rolls its transaction back.
     #[error("items of the booking could not be held")]
