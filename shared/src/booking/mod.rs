@@ -59,12 +59,12 @@ pub use pools::{MAX_MEMBERS, NewPool, PoolChange, create_pool, delete_pool, get_
 pub(crate) use release::request_cancel;
 pub use release::{Released, release};
 pub use reschedule::{Change, Rescheduled, reschedule};
+pub use resources::{
+    NewResource, ResourceChange, ResourceDefaults, archive_resource, create_resource, get_resource, update_resource,
+};
 pub use series::{
     Mode, RefusedOccurrence, Scope, Series, SeriesOccurrence, SeriesRequest, SeriesTarget, create_series, get_series,
     in_scope, reschedule_series, series_after,
-};
-pub use resources::{
-    NewResource, ResourceChange, ResourceDefaults, archive_resource, create_resource, get_resource, update_resource,
 };
 pub use waitlist::{JoinRequest, Joined, get_entry, join_waitlist, leave_waitlist};
 pub use webhooks::{

@@ -346,11 +346,7 @@ pub async fn in_scope(
 }
 
 /// The series after a scoped change, for its answer.
-pub async fn series_after(
-    c: &impl GenericClient,
-    series: Uuid,
-    now: DateTime<Utc>,
-) -> Result<Series, BookingError> {
+pub async fn series_after(c: &impl GenericClient, series: Uuid, now: DateTime<Utc>) -> Result<Series, BookingError> {
     read(c, series, now).await?.ok_or(BookingError::SeriesNotFound)
 }
 

@@ -106,9 +106,12 @@ impl Recurrence {
                 },
                 "COUNT" => match value.parse::<usize>() {
                     Ok(n) if (1..=MAX_OCCURRENCES).contains(&n) => count = Some(n),
-                    Ok(n) if n > MAX_OCCURRENCES => {
-                        bad(&name, format!("must be at most {MAX_OCCURRENCES}: a series has at most {MAX_OCCURRENCES} occurrences"))
-                    }
+                    Ok(n) if n > MAX_OCCURRENCES => bad(
+                        &name,
+                        format!(
+                            "must be at most {MAX_OCCURRENCES}: a series has at most {MAX_OCCURRENCES} occurrences"
+                        ),
+                    ),
                     _ => bad(&name, format!("must be a whole number from 1 to {MAX_OCCURRENCES}")),
                 },
                 "UNTIL" => match parse_until(value) {
@@ -124,8 +127,15 @@ impl Recurrence {
                             Some(_) => {}
                             None => {
                                 ok = false;
-                                let msg = if word.trim().chars().next().is_some_and(|c| c.is_ascii_digit() || c == '-' || c == '+') {
-                                    format!("`{word}`: a day with an ordinal is not supported; plain days: MO,TU,WE,TH,FR,SA,SU")
+                                let msg = if word
+                                    .trim()
+                                    .chars()
+                                    .next()
+                                    .is_some_and(|c| c.is_ascii_digit() || c == '-' || c == '+')
+                                {
+                                    format!(
+                                        "`{word}`: a day with an ordinal is not supported; plain days: MO,TU,WE,TH,FR,SA,SU"
+                                    )
                                 } else {
                                     format!("`{word}` is not a day: MO,TU,WE,TH,FR,SA,SU")
                                 };
@@ -159,12 +169,9 @@ impl Recurrence {
             }
         };
         match (frequency, end) {
-            (Some(frequency), Some(end)) if errors.is_empty() => Ok(Recurrence {
-                frequency,
-                interval: interval.unwrap_or(1),
-                by_day: by_day.unwrap_or_default(),
-                end,
-            }),
+            (Some(frequency), Some(end)) if errors.is_empty() => {
+                Ok(Recurrence { frequency, interval: interval.unwrap_or(1), by_day: by_day.unwrap_or_default(), end })
+            }
             _ => Err(errors),
         }
     }
@@ -197,7 +204,9 @@ impl Recurrence {
             End::Until(Until::Instant(t)) => Some(t),
             End::Until(Until::Local(t)) => Some(local_to_utc(tz, t)),
             // Through the whole day: the last instant before the next midnight.
-            End::Until(Until::Date(d)) => Some(local_to_utc(tz, (d + Duration::days(1)).and_time(chrono::NaiveTime::MIN)) - Duration::microseconds(1)),
+            End::Until(Until::Date(d)) => Some(
+                local_to_utc(tz, (d + Duration::days(1)).and_time(chrono::NaiveTime::MIN)) - Duration::microseconds(1),
+            ),
             End::Count(_) => None,
         };
         if until.is_some_and(|u| u < start) {
@@ -351,7 +360,8 @@ mod tests {
     #[test]
     fn weekly_with_days_and_an_interval_walks_weeks_from_monday() {
         // Monday 2027-01-04 09:00 UTC, Mondays and Wednesdays every other week.
-        let o = expand("FREQ=WEEKLY;INTERVAL=2;BYDAY=MO,WE;COUNT=5", "UTC", "2027-01-04T09:00:00Z", "2027-01-04T10:00:00Z");
+        let o =
+            expand("FREQ=WEEKLY;INTERVAL=2;BYDAY=MO,WE;COUNT=5", "UTC", "2027-01-04T09:00:00Z", "2027-01-04T10:00:00Z");
         let days: Vec<u32> = o.iter().map(|o| o.0.day()).collect();
         assert_eq!(days, [4, 6, 18, 20, 1]);
         // Starting on a Wednesday: the Monday before it is not an occurrence.
@@ -362,7 +372,12 @@ mod tests {
     #[test]
     fn daily_with_days_keeps_only_those_days_and_until_includes_its_last_day() {
         // Friday 2027-01-01; weekdays only, through Tuesday the 5th.
-        let o = expand("FREQ=DAILY;BYDAY=MO,TU,WE,TH,FR;UNTIL=20270105", "America/New_York", "2027-01-01T14:00:00Z", "2027-01-01T15:00:00Z");
+        let o = expand(
+            "FREQ=DAILY;BYDAY=MO,TU,WE,TH,FR;UNTIL=20270105",
+            "America/New_York",
+            "2027-01-01T14:00:00Z",
+            "2027-01-01T15:00:00Z",
+        );
         assert_eq!(o.iter().map(|o| o.0.day()).collect::<Vec<_>>(), [1, 4, 5]);
         let o = expand("FREQ=DAILY;UNTIL=20270103T140000Z", "UTC", "2027-01-01T14:00:00Z", "2027-01-01T15:00:00Z");
         assert_eq!(o.len(), 3);
