@@ -140,9 +140,9 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
                 let now = state.clock.now();
                 if scope != Scope::One
-                    && let (Some(series), ids) = booking::in_scope(tx, &who, id, scope, now).await?
+                    && let (Some(_), ids) = booking::in_scope(tx, &who, id, scope, now).await?
                 {
-                    let s = booking::reschedule_series(tx, &who, series, id, &ids, change, limits, now).await?;
+                    let s = booking::reschedule_series(tx, &who, id, &ids, change, limits, now).await?;
                     shared::metrics::count("Reschedules");
                     return Ok(Reply::json(StatusCode::OK, &s));
                 }

@@ -321,7 +321,7 @@ pub async fn get_series(
 /// reservation of no series, or scope `one`) and the reservations, in series order.
 /// `one` is the reservation alone; `following` and `all` are the live occurrences
 /// from it, or from the first, on, with the reservation itself always among them (so
-/// that its own refusal is answered).
+/// that its own refusal is answered), locked ([`lock_scope`]).
 pub async fn in_scope(
     c: &impl GenericClient,
     who: &Principal,
@@ -342,7 +342,29 @@ pub async fn in_scope(
     if !ids.contains(&id) {
         ids.insert(0, id);
     }
+    lock_scope(c, &ids).await?;
     Ok((Some(series), ids))
+}
+
+/// Locks what a scoped change touches, in the lock order, before any of it changes:
+/// every resource of every occurrence in scope (a pool item may have picked another
+/// member each time) at once, in id order, then the reservations in series order. The
+/// single operations that follow find their rows locked already; without this, the
+/// second occurrence's resource would be locked after the first one's reservation
+/// (back up a level), and a move processed latest first would take the reservations
+/// in the opposite order to a scoped confirm of the same series.
+async fn lock_scope(c: &impl GenericClient, ids: &[Uuid]) -> Result<(), BookingError> {
+    let mut resource_ids = Vec::new();
+    for &id in ids {
+        resource_ids.extend(reservations::resources_of_booking(c, id).await?);
+    }
+    resource_ids.sort();
+    resource_ids.dedup();
+    resources::lock_many(c, &resource_ids).await?;
+    for &id in ids {
+        reservations::lock(c, id).await?;
+    }
+    Ok(())
 }
 
 /// The series after a scoped change, for its answer.
@@ -350,7 +372,8 @@ pub async fn series_after(c: &impl GenericClient, series: Uuid, now: DateTime<Ut
     read(c, series, now).await?.ok_or(BookingError::SeriesNotFound)
 }
 
-/// A move of reservation `id` carried to the other occurrences in scope: each moves
+/// A move of reservation `id` carried to the other occurrences in scope (`ids`, from
+/// [`in_scope`]): each moves
 /// by the same change of wall-clock time in the series' zone (moved from 09:00 to
 /// 10:00, every occurrence moves to 10:00, on either side of a change of offset), and
 /// takes the same quantity and metadata. All or nothing: an occurrence that does not
@@ -359,16 +382,16 @@ pub async fn series_after(c: &impl GenericClient, series: Uuid, now: DateTime<Ut
 pub async fn reschedule_series(
     tx: &impl GenericClient,
     who: &Principal,
-    series: Uuid,
     id: Uuid,
     ids: &[Uuid],
     change: Change,
     limits: Limits,
     now: DateTime<Utc>,
 ) -> Result<Series, BookingError> {
+    let this = reservations::get(tx, id).await?.ok_or(BookingError::ReservationNotFound)?;
+    let series = this.series_id.ok_or(BookingError::SeriesNotFound)?;
     let s = rows::get(tx, series).await?.ok_or(BookingError::SeriesNotFound)?;
     let tz: Tz = s.time_zone.parse().map_err(|_| DbError::Corrupt(format!("series time zone {}", s.time_zone)))?;
-    let this = reservations::get(tx, id).await?.ok_or(BookingError::ReservationNotFound)?;
     let local = |t: DateTime<Utc>| t.with_timezone(&tz).naive_local();
     let start_shift = change.start.map(|t| local(t) - local(this.start));
     let end_shift = change.end.map(|t| local(t) - local(this.end));

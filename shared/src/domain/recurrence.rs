@@ -192,7 +192,7 @@ impl Recurrence {
         let first_day = local_start.date();
         if !self.by_day.is_empty() && !self.by_day.contains(&first_day.weekday()) {
             return Err(vec![FieldError::new(
-                &format!("{field}.BYDAY"),
+                format!("{field}.BYDAY"),
                 format!(
                     "must include the first occurrence's own day ({} in {})",
                     day_name(first_day.weekday()),
@@ -210,7 +210,7 @@ impl Recurrence {
             End::Count(_) => None,
         };
         if until.is_some_and(|u| u < start) {
-            return Err(vec![FieldError::new(&format!("{field}.UNTIL"), "must not be before start")]);
+            return Err(vec![FieldError::new(format!("{field}.UNTIL"), "must not be before start")]);
         }
         let count = match self.end {
             End::Count(n) => n,
@@ -229,7 +229,7 @@ impl Recurrence {
         }
         if out.len() > MAX_OCCURRENCES {
             return Err(vec![FieldError::new(
-                &format!("{field}.UNTIL"),
+                format!("{field}.UNTIL"),
                 format!("gives more than {MAX_OCCURRENCES} occurrences; a series has at most {MAX_OCCURRENCES}"),
             )]);
         }
