@@ -331,6 +331,16 @@ async fn a_series_is_made_once_under_an_idempotency_key() {
         series_body(room, "2027-02-02T10:00:00Z", "2027-02-02T11:00:00Z", "FREQ=WEEKLY;COUNT=3", "all_or_nothing");
     let (status, problem) = send(app.post("alice", "/v1/series", &other).header("idempotency-key", "weekly-1")).await;
     assert_eq!((status, slug(&problem)), (StatusCode::UNPROCESSABLE_ENTITY, "idempotency-key-reused"));
+    // A scope is part of what a key stands for: the same confirm with another scope is
+    // another request.
+    let confirm = format!("/v1/reservations/{}/confirm", first["occurrences"][0]["reservation_id"].as_str().unwrap());
+    let keyed = |path: String| app.post("alice", &path, &json!({})).header("idempotency-key", "confirm-1");
+    let (status, one) = send(keyed(format!("{confirm}?scope=one"))).await;
+    assert_eq!((status, one["status"].as_str()), (StatusCode::OK, Some("CONFIRMED")));
+    let (status, problem) = send(keyed(format!("{confirm}?scope=all"))).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::UNPROCESSABLE_ENTITY, "idempotency-key-reused"));
+    let confirmed = "SELECT count(*) FROM reservations WHERE status = 'CONFIRMED'";
+    assert_eq!(app.count(confirmed, &[]).await, 1, "the other weeks are still held");
 }
 
 #[tokio::test]
@@ -354,4 +364,47 @@ async fn two_all_or_nothing_series_racing_for_overlapping_occurrences_end_with_o
         assert_eq!(app.count(owners, &[&room]).await, 1);
     }
     assert_eq!(overbooked(&app).await, 0);
+}
+
+#[tokio::test]
+async fn a_series_of_several_items_takes_the_first_items_zone_and_holds_every_item_each_week() {
+    let app = TestApp::spawn_with_clock(clock()).await;
+    let room = app.resource_with(json!({"name": "Room", "time_zone": "America/New_York"})).await;
+    let host = app.resource_with(json!({"name": "Host", "time_zone": "Europe/Berlin"})).await;
+    // Fridays 09:00 in New York (the first item's zone), across its March change.
+    let body = json!({"items": [{"resource_id": room}, {"resource_id": host}],
+                      "start": "2027-03-12T14:00:00Z", "end": "2027-03-12T15:00:00Z",
+                      "recurrence": "FREQ=WEEKLY;COUNT=2"});
+    let (status, s) = series(&app, "alice", &body).await;
+    assert_eq!(status, StatusCode::CREATED, "{s}");
+    assert_eq!((s["time_zone"].as_str(), s["time_zone_resource_id"].clone()), (Some("America/New_York"), json!(room)));
+    assert_eq!(starts(&s), [at("2027-03-12T14:00:00Z"), at("2027-03-19T13:00:00Z")]);
+    let id: Uuid = s["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(
+        app.count("SELECT count(*) FROM reservations WHERE series_id = $1", &[&id]).await,
+        4,
+        "two items a week"
+    );
+    let lead = app.reservation("alice", &s["occurrences"][1]["reservation_id"]).await;
+    assert_eq!((lead["items"].as_array().unwrap().len(), lead["series_id"].clone()), (2, s["id"].clone()));
+    // Bob takes the host in the second week: an all-or-nothing series of the pair fails
+    // there, naming the occurrence, with the item in its problem.
+    let (status, _) = app.reserve("bob", host, ("2027-04-02T13:00:00Z", "2027-04-02T14:00:00Z"), 1).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let body = json!({"items": [{"resource_id": room}, {"resource_id": host}],
+                      "start": "2027-03-26T13:00:00Z", "end": "2027-03-26T14:00:00Z",
+                      "recurrence": "FREQ=WEEKLY;COUNT=2", "mode": "all_or_nothing"});
+    let (status, problem) = series(&app, "alice", &body).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "slot-unavailable"), "{problem}");
+    assert_eq!(problem["occurrences"][0]["index"], 1);
+    assert_eq!(
+        problem["occurrences"][0]["problem"]["items"],
+        json!([{"index": 1, "resource_id": host, "reason": "taken"}])
+    );
+    // Cancelling the first series whole frees every item of every week.
+    let first = s["occurrences"][0]["reservation_id"].as_str().unwrap();
+    let (status, after) = send(app.delete("alice", &format!("/v1/reservations/{first}?scope=all"))).await;
+    assert_eq!((status, statuses(&after)), (StatusCode::OK, vec!["RELEASED".to_string(); 2]));
+    let live = "SELECT count(*) FROM reservations WHERE series_id = $1 AND status = 'HELD'";
+    assert_eq!(app.count(live, &[&id]).await, 0);
 }
