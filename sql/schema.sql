@@ -649,6 +649,7 @@ CREATE TABLE public.reservations (
     item smallint,
     pool_id uuid,
     reschedules integer DEFAULT 0 NOT NULL,
+    series_id uuid,
     CONSTRAINT reservations_item_of_booking CHECK (((booking_id IS NULL) = (item IS NULL))),
     CONSTRAINT reservations_pool_in_booking CHECK (((pool_id IS NULL) OR (booking_id IS NOT NULL)))
 );
@@ -961,6 +962,35 @@ CREATE TABLE public.seat_polls (
 );
 
 --
+-- Name: series; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.series (
+    id uuid NOT NULL,
+    owner text NOT NULL,
+    resource_id uuid NOT NULL,
+    time_zone text NOT NULL,
+    recurrence text NOT NULL,
+    mode text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT series_mode_known CHECK ((mode = ANY (ARRAY['all_or_nothing'::text, 'skip_conflicts'::text])))
+);
+
+--
+-- Name: series_occurrences; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.series_occurrences (
+    series_id uuid NOT NULL,
+    "position" integer NOT NULL,
+    starts_at timestamp with time zone NOT NULL,
+    ends_at timestamp with time zone NOT NULL,
+    reservation_id uuid,
+    problem jsonb,
+    CONSTRAINT series_occurrences_held_or_why CHECK (((reservation_id IS NULL) <> (problem IS NULL)))
+);
+
+--
 -- Name: upstream_breakers; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1222,6 +1252,20 @@ ALTER TABLE ONLY public.seat_polls
     ADD CONSTRAINT seat_polls_pkey PRIMARY KEY (resource_id);
 
 --
+-- Name: series_occurrences series_occurrences_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.series_occurrences
+    ADD CONSTRAINT series_occurrences_pkey PRIMARY KEY (series_id, "position");
+
+--
+-- Name: series series_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.series
+    ADD CONSTRAINT series_pkey PRIMARY KEY (id);
+
+--
 -- Name: upstream_breakers upstream_breakers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1372,6 +1416,12 @@ CREATE INDEX reservations_owner_created_idx ON public.reservations USING btree (
 --
 
 CREATE INDEX reservations_resource_created_idx ON public.reservations USING btree (resource_id, created_at, id);
+
+--
+-- Name: reservations_series_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reservations_series_idx ON public.reservations USING btree (series_id, starts_at) WHERE (series_id IS NOT NULL);
 
 --
 -- Name: resources_created_idx; Type: INDEX; Schema: public; Owner: -
@@ -1548,6 +1598,20 @@ ALTER TABLE ONLY public.reservations
 
 ALTER TABLE ONLY public.seat_polls
     ADD CONSTRAINT seat_polls_resource_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id);
+
+--
+-- Name: series_occurrences series_occurrences_series_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.series_occurrences
+    ADD CONSTRAINT series_occurrences_series_fkey FOREIGN KEY (series_id) REFERENCES public.series(id) ON DELETE CASCADE;
+
+--
+-- Name: series series_resource_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.series
+    ADD CONSTRAINT series_resource_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id);
 
 --
 -- Name: waitlist_entries waitlist_entries_reservation_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -402,6 +402,7 @@
   // ---- actions -----------------------------------------------------------------
 
   async function hold(resource, cell) {
+    if ($('repeat-weekly').checked) return holdWeekly(resource, cell);
     const zone = resource.time_zone || 'UTC';
     const start = new Date(cell.start).toISOString(), end = new Date(cell.end).toISOString();
     say('Holding ' + when(start, end, zone) + '…');
@@ -420,7 +421,47 @@
     await refresh();
   }
 
+  /** "Repeat weekly": the start pressed and the same local time each week after it, as
+   *  one series (`POST /v1/series`). Weeks already taken are skipped and named; the
+   *  first week held becomes the hold shown, and its Confirm confirms every week. */
+  async function holdWeekly(resource, cell) {
+    const zone = resource.time_zone || 'UTC';
+    const start = new Date(cell.start).toISOString(), end = new Date(cell.end).toISOString();
+    const weeks = Number($('repeat-count').value) || 4;
+    say('Holding ' + when(start, end, zone) + ' and the ' + (weeks - 1) + ' weeks after it…');
+    const body = { resource_id: resource.id, start, end, recurrence: 'FREQ=WEEKLY;COUNT=' + weeks, mode: 'skip_conflicts' };
+    const r = await api('POST', 'v1/series', body, true);
+    if (r.status === 201) {
+      const held = r.body.occurrences.filter((o) => o.reservation_id);
+      const missed = r.body.occurrences.filter((o) => !o.reservation_id);
+      state.holdId = held[0].reservation_id;
+      state.holdSeen = true;
+      let text = 'Held ' + held.length + ' of ' + weeks + ' weeks from ' + when(held[0].start, held[0].end, zone) + '.';
+      if (missed.length) text += ' Not held: ' + missed.map((o) => when(o.start, o.end, zone) + ' (' + (o.problem && o.problem.title ? o.problem.title.toLowerCase() : 'refused') + ')').join(', ') + '.';
+      say(text + ' Confirm them before the countdown ends.', 'ok');
+    } else if (r.status === 409 && String(r.body && r.body.type).endsWith('/slot-unavailable')) {
+      say('Every one of those ' + weeks + ' weeks is taken. The calendar is refreshed.', 'error');
+    } else {
+      say(explain(r.body), 'error');
+    }
+    await refresh();
+    showHold();
+  }
+
   async function confirmReservation(id) {
+    const held = state.mine.find((r) => r.id === id);
+    if (held && held.series_id) {
+      // A hold of a series confirms every week of it still held.
+      const r = await api('POST', 'v1/reservations/' + id + '/confirm?scope=all', undefined, true);
+      if (r.status === 200 && r.body.occurrences) {
+        const confirmed = r.body.occurrences.filter((o) => o.status === 'CONFIRMED').length;
+        say('Confirmed ' + confirmed + ' weekly times: ' + nameOf(held.resource_id) + ', from ' + when(held.start, held.end, zoneOf(held.resource_id)) + '.', 'ok');
+      } else {
+        say(explain(r.body), 'error');
+      }
+      await refresh();
+      return;
+    }
     const r = await api('POST', 'v1/reservations/' + id + '/confirm', undefined, true);
     if (r.status === 200 || r.status === 202) {
       const what = when(r.body.start, r.body.end, zoneOf(r.body.resource_id));
@@ -846,6 +887,10 @@
     $('week-next').addEventListener('click', () => { state.weekOffset++; state.day = null; refresh(); });
     $('refresh').addEventListener('click', () => refresh());
     $('confirm').addEventListener('click', () => confirmReservation(state.holdId));
+    for (let weeks = 2; weeks <= 12; weeks++) {
+      $('repeat-count').append(el('option', { value: weeks, text: weeks + ' weeks' }));
+    }
+    $('repeat-count').value = '4';
     $('release').addEventListener('click', () => cancelReservation(state.holdId, 'Release'));
     $('move-stop').addEventListener('click', () => { stopMoving(); say('Not moved.'); refresh(); });
     $('admin').addEventListener('toggle', () => refresh());

@@ -6,10 +6,11 @@
 //!   rules: range validation (`validate`), the load profile behind `free` (`load`),
 //!   calendar rules (`calendar`: the rules as written, local time, judging a range, the
 //!   grid of slots), booking policies (`policies`: deadlines, extension, limits and
-//!   their windows). No I/O, no Lambda types.
+//!   their windows), and `recurrence` (the RRULE subset of series, expanded in a zone's
+//!   wall-clock time). No I/O, no Lambda types.
 //! - [`db`]: the pool, the migration step, and one module of named SQL per table
 //!   (`resources`, `reservations`, `waitlist`, `idempotency`, `outbox`, `intents`,
-//!   `breakers`, `upstream_views`, `seat_polls`, `webhooks`), plus `hold` (the
+//!   `breakers`, `upstream_views`, `seat_polls`, `webhooks`, `series`), plus `hold` (the
 //!   one-statement hold), `lapse` (holds past their expiry), `limits` (what a principal
 //!   has live on a resource) and `reservation_lists`.
 //!   The rules that make double-booking impossible are SQL: the exclusion constraint on
@@ -19,8 +20,10 @@
 //!   settled: one statement when it can, the general path otherwise), `confirm`,
 //!   `release`, `reschedule`, `availability`, `calendar` (the rules judged against the
 //!   bookings around a range), `limits` (booking limits judged under the lock),
-//!   `group` (bookings of several items), `pools`, `waitlist`, `handover` (freed capacity to the waitlist,
-//!   first fit in FIFO order), `waits`, `sweep` (the scheduled expiry and purges) and
+//!   `waitlist`, `handover` (freed capacity to the waitlist, first fit in FIFO order),
+//!   `group` (bookings of several items), `pools`, `series` (recurring series, each
+//!   occurrence held by `hold`'s general path or `group`, and the scope of a change to
+//!   them), `waits`, `sweep` (the scheduled expiry and purges) and
 //!   `lists` (keyset pages with signed cursors, `cursor`). The lock order is written in
 //!   `booking`'s overview. Each takes a client or a transaction and the current time,
 //!   so a caller composes them into one transaction and a test moves the clock.

@@ -930,3 +930,46 @@ async fn on_a_wide_screen_a_person_books_half_past_nine_in_the_week_and_moves_it
     page.wait_for_slot(1, "09:30", "free").await;
     assert_eq!(stored_ranges(&app, chair, zone).await, vec![row("alice", "CONFIRMED", "Tue 14:00-14:30")]);
 }
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn a_person_holds_an_hour_repeated_weekly_skips_the_week_taken_and_confirms_every_week_at_once() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let zone = "Europe/Berlin";
+    let room = app.resource_with(json!({"name": "Team room", "capacity": 1, "time_zone": zone})).await;
+    let page = driver.browser().await;
+    page.open(&app, "/", "alice", room).await;
+
+    // Bob has the second week after the one shown, around Wednesday 10:00 (wide enough
+    // to cover a change of offset between the weeks).
+    let start: chrono::DateTime<chrono::Utc> = cell_start(&page, 2, 10).await.parse().unwrap();
+    let (from, to) = (
+        start + chrono::Duration::days(14) - chrono::Duration::hours(1),
+        start + chrono::Duration::days(14) + chrono::Duration::hours(2),
+    );
+    let (status, body) = app.reserve("bob", room, (&acceptance::rfc3339(from), &acceptance::rfc3339(to)), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    page.click("#repeat-weekly").await;
+    page.js(
+        "const s = document.getElementById('repeat-count'); s.value = '3'; s.dispatchEvent(new Event('change'));",
+        json!([]),
+    )
+    .await;
+    page.click(&cell(2, 10)).await;
+    page.wait_for_cell(2, 10, "mine-held").await;
+    page.wait_for("the hold panel", "!document.getElementById('hold').hidden").await;
+    let said = page.message().await;
+    assert!(said.starts_with("Held 2 of 3 weeks") && said.contains("Not held:"), "{said}");
+    let weekly = "SELECT count(*) FROM reservations WHERE owner = 'alice' AND series_id IS NOT NULL AND status = $1";
+    assert_eq!(app.count(weekly, &[&"HELD"]).await, 2);
+    let at_ten = stored(&app, room, zone).await.into_iter().filter(|r| r.0 == "alice").map(|r| r.2).collect::<Vec<_>>();
+    assert_eq!(at_ten, ["Wed 10:00", "Wed 10:00"]);
+
+    page.click("#confirm").await;
+    page.wait_for_cell(2, 10, "mine").await;
+    let said = page.message().await;
+    assert!(said.starts_with("Confirmed 2 weekly times: Team room"), "{said}");
+    assert_eq!(app.count(weekly, &[&"CONFIRMED"]).await, 2);
+}

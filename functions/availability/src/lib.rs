@@ -75,6 +75,10 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let id = matched.id(ApiError::ReservationNotFound)?;
             Reply::json(StatusCode::OK, &booking::get_reservation(&state.pool.get().await?, &who, id, now).await?)
         }
+        Op::GetSeries => {
+            let id = matched.id(ApiError::SeriesNotFound)?;
+            Reply::json(StatusCode::OK, &booking::get_series(&state.pool.get().await?, &who, id, now).await?)
+        }
         Op::GetWaitlistEntry => {
             let id = matched.id(ApiError::WaitlistEntryNotFound)?;
             Reply::json(StatusCode::OK, &booking::get_entry(&state.pool.get().await?, &who, id, now).await?)

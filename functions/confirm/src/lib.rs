@@ -4,12 +4,14 @@
 //! A local resource's hold becomes `CONFIRMED` under the reservation's row lock. An
 //! upstream resource's hold becomes `CONFIRMING` with an intent for the worker (202),
 //! and the intent message is sent right after commit. Confirming again answers the
-//! reservation as it is. Runs inside the idempotency guard.
+//! reservation as it is. Runs inside the idempotency guard. `?scope=following|all`
+//! confirms the later, or every, live occurrence of the reservation's series too, in
+//! one transaction, and answers the series.
 
 use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use shared::AppState;
-use shared::booking::{self, Approval, Confirmed};
+use shared::booking::{self, Approval, Confirmed, Scope};
 use shared::http::{
     ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, respond, route_for, run_idempotent,
 };
@@ -38,9 +40,25 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         _ => return Err(ApiError::RouteNotFound),
     }
     let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
+    let scope = shared::http::scope(req)?;
     let mut queued = false;
     let response = run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
-        let (status, r) = match booking::confirm(tx, &who, id, approval, state.clock.now()).await? {
+        let now = state.clock.now();
+        if scope != Scope::One
+            && let (Some(series), ids) = booking::in_scope(tx, &who, id, scope, now).await?
+        {
+            // Every occurrence in scope, in series order, or none: the first refusal
+            // rolls the others back.
+            for occurrence in ids {
+                match booking::confirm(tx, &who, occurrence, approval, now).await? {
+                    Confirmed::Confirmed(_) => shared::metrics::count("Confirms"),
+                    Confirmed::Queued(_) => queued = true,
+                    Confirmed::AsItWas(_) => {}
+                }
+            }
+            return Ok(Reply::json(StatusCode::OK, &booking::series_after(tx, series, now).await?));
+        }
+        let (status, r) = match booking::confirm(tx, &who, id, approval, now).await? {
             Confirmed::Confirmed(r) => {
                 shared::metrics::count("Confirms");
                 (StatusCode::OK, r)

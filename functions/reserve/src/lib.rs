@@ -3,7 +3,9 @@
 //! (move a booking, or change its metadata), `DELETE /v1/reservations/{id}` (release a
 //! hold, cancel a booking), `POST /v1/resources/{id}/waitlist` (join the queue) and
 //! `DELETE /v1/waitlist/{id}` (leave it). Admins may act on anyone's reservations and
-//! entries; the reservation records who acted.
+//! entries; the reservation records who acted. `POST /v1/series` makes a recurring
+//! series, each occurrence held by the same paths; `PATCH` and `DELETE` take
+//! `?scope=one|following|all` to act on a series' occurrences together.
 //!
 //! Each runs in one short transaction that takes the resource lock, so freed capacity
 //! is handed to the waitlist in the same transaction; the `POST`s and the `PATCH` run
@@ -14,9 +16,10 @@ use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use shared::AppState;
 use shared::booking::{
-    self, Approval, Attempt, Change, Confirmation, GroupRequest, ItemRequest, JoinRequest, Joined, Rescheduled,
-    ReserveRequest, Reserved, Target,
+    self, Approval, Attempt, Change, Confirmation, GroupRequest, ItemRequest, JoinRequest, Joined, Mode, Rescheduled,
+    ReserveRequest, Reserved, Scope, SeriesRequest, SeriesTarget, Target,
 };
+use shared::domain::recurrence::Recurrence;
 use shared::http::fields::{self, Fields};
 use shared::http::{
     ApiError, EmptyBody, Function, KeyedStatement, Op, Reply, fingerprint, json_body, principal, respond, route_for,
@@ -106,14 +109,44 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             }
             Ok(response)
         }
+        Op::CreateSeries => {
+            let body = json_body(req, EmptyBody::Refused)?;
+            let input = body.read(create_series_body)?;
+            let fingerprint = fingerprint(req, &body.canonical);
+            let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
+            let limits = state.config.limits();
+            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+                // Each occurrence's refusal is the problem its own hold would answer.
+                let render = |e: booking::BookingError| ApiError::from(e).problem_object();
+                let series = booking::create_series(tx, &who, &input, approval, limits, state.clock.now(), render)
+                    .await
+                    .inspect_err(|e| {
+                        if matches!(e, booking::BookingError::OccurrencesRefused(_)) {
+                            shared::metrics::count("Conflicts");
+                        }
+                    })?;
+                shared::metrics::count("Series");
+                Ok(Reply::json(StatusCode::CREATED, &series).with_location(format!("/v1/series/{}", series.id)))
+            })
+            .await
+        }
         Op::RescheduleReservation => {
             let id = matched.id(ApiError::ReservationNotFound)?;
+            let scope = shared::http::scope(req)?;
             let body = json_body(req, EmptyBody::Refused)?;
             let change = body.read(reschedule_body)?;
             let fingerprint = fingerprint(req, &body.canonical);
             let limits = state.config.limits();
             run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
-                match booking::reschedule(tx, &who, id, change, limits, state.clock.now()).await? {
+                let now = state.clock.now();
+                if scope != Scope::One
+                    && let (Some(_), ids) = booking::in_scope(tx, &who, id, scope, now).await?
+                {
+                    let s = booking::reschedule_series(tx, &who, id, &ids, change, limits, now).await?;
+                    shared::metrics::count("Reschedules");
+                    return Ok(Reply::json(StatusCode::OK, &s));
+                }
+                match booking::reschedule(tx, &who, id, change, limits, now).await? {
                     Rescheduled::Rescheduled(r) => {
                         shared::metrics::count("Reschedules");
                         Ok(Reply::json(StatusCode::OK, &r))
@@ -128,9 +161,27 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         }
         Op::ReleaseReservation => {
             let id = matched.id(ApiError::ReservationNotFound)?;
+            let scope = shared::http::scope(req)?;
+            let now = state.clock.now();
             let mut client = state.pool.get().await?;
             let tx = client.transaction().await?;
-            let released = booking::release(&tx, &who, id, state.clock.now()).await?;
+            if scope != Scope::One
+                && let (Some(series), ids) = booking::in_scope(&tx, &who, id, scope, now).await?
+            {
+                // Every occurrence in scope, in series order, or none: the first
+                // refusal (a cancel past its notice) rolls the others back.
+                let mut upstream_cancel = false;
+                for occurrence in ids {
+                    upstream_cancel |= booking::release(&tx, &who, occurrence, now).await?.upstream_cancel;
+                }
+                let s = booking::series_after(&tx, series, now).await?;
+                tx.commit().await?;
+                if upstream_cancel {
+                    shared::outbox::publish_intents(state).await;
+                }
+                return Ok(Reply::json(StatusCode::OK, &s).into_response());
+            }
+            let released = booking::release(&tx, &who, id, now).await?;
             tx.commit().await?;
             if released.upstream_cancel {
                 shared::outbox::publish_intents(state).await;
@@ -240,6 +291,50 @@ fn create_reservation_body(f: &mut Fields<'_>) -> Option<Booking> {
             None
         }
     }
+}
+
+/// The body of `POST /v1/series`: what `POST /v1/reservations` takes for the first
+/// occurrence (`resource_id` with its `quantity`, or `items`), and `recurrence` (an
+/// RRULE of the subset [`Recurrence`] reads, each bad part named), `mode`
+/// (`all_or_nothing`, the default, or `skip_conflicts`).
+fn create_series_body(f: &mut Fields<'_>) -> Option<SeriesRequest> {
+    let booking = create_reservation_body(f);
+    let text = f.required("recurrence", fields::text(1, 500));
+    let mode = f.optional("mode", fields::one_of(&["all_or_nothing", "skip_conflicts"]));
+    let recurrence = match text.as_deref().map(|t| Recurrence::parse("recurrence", t)) {
+        Some(Ok(r)) => Some(r),
+        Some(Err(errors)) => {
+            for e in errors {
+                f.refuse(&e.field, &e.message);
+            }
+            None
+        }
+        None => None,
+    };
+    let mode = match mode {
+        Some("skip_conflicts") => Mode::SkipConflicts,
+        _ => Mode::AllOrNothing,
+    };
+    let (target, start, end, confirmation, metadata) = match booking? {
+        Booking::One(r) => (
+            SeriesTarget::Resource { resource_id: r.resource_id, quantity: r.quantity },
+            r.start,
+            r.end,
+            r.confirmation,
+            r.metadata,
+        ),
+        Booking::Several(g) => (SeriesTarget::Items(g.items), g.start, g.end, g.confirmation, g.metadata),
+    };
+    Some(SeriesRequest {
+        target,
+        start,
+        end,
+        recurrence: recurrence?,
+        recurrence_text: text?,
+        mode,
+        confirmation,
+        metadata,
+    })
 }
 
 /// One item of `items`: a `resource_id` or a `pool_id`, and its `quantity` (default 1).

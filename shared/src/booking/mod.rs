@@ -33,6 +33,7 @@ mod pools;
 mod release;
 mod reschedule;
 mod resources;
+mod series;
 pub mod sweep;
 mod waitlist;
 pub mod waits;
@@ -61,6 +62,10 @@ pub use release::{Released, release};
 pub use reschedule::{Change, Rescheduled, reschedule};
 pub use resources::{
     NewResource, ResourceChange, ResourceDefaults, archive_resource, create_resource, get_resource, update_resource,
+};
+pub use series::{
+    Mode, RefusedOccurrence, Scope, Series, SeriesOccurrence, SeriesRequest, SeriesTarget, create_series, get_series,
+    in_scope, reschedule_series, series_after,
 };
 pub use waitlist::{JoinRequest, Joined, get_entry, join_waitlist, leave_waitlist};
 pub use webhooks::{
@@ -93,6 +98,12 @@ pub enum BookingError {
     WebhookDisabled,
     #[error("pool not found")]
     PoolNotFound(uuid::Uuid),
+    #[error("series not found")]
+    SeriesNotFound,
+    /// Occurrences of a series that could not be held: the series was not made, and
+    /// the caller rolls its transaction back.
+    #[error("occurrences of the series could not be held")]
+    OccurrencesRefused(Vec<RefusedOccurrence>),
     /// Items of a booking of several that could not be held: the booking was not made,
     /// and the caller rolls its transaction back.
     #[error("items of the booking could not be held")]

@@ -129,6 +129,8 @@ pub async fn reschedule(
     .await?;
     on_freed(tx, &resource, &moved.expired, now).await?;
     let Some(mut updated) = moved.reservation else { return Ok(Rescheduled::Unavailable) };
+    // The move's row comes from the function's table, without the series it keeps.
+    updated.series_id = r.series_id;
     if moves {
         // Whatever of the old range the move gave up goes to the waitlist now.
         hand_over(tx, &resource, r.start, r.end, now).await?;

@@ -41,6 +41,7 @@ statement_modules! {
     reservations,
     resources,
     seat_polls,
+    series,
     upstream_views,
     waitlist,
     webhooks,

@@ -25,11 +25,12 @@ macro_rules! list_page {
     SELECT r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
            r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by,
            i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts,
-           i.updated_at AS intent_updated_at, reservation_items(r.id, r.resource_id, r.quantity) AS items
+           i.updated_at AS intent_updated_at, reservation_items(r.id, r.resource_id, r.quantity) AS items,
+           r.series_id
     FROM (
         SELECT "#,
             columns!(),
-            r#"
+            r#", series_id
         FROM reservations
         WHERE "#,
             $scope,

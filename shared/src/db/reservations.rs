@@ -123,13 +123,19 @@ pub const GET: &str = r#"
     SELECT r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
            r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by,
            i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts,
-           i.updated_at AS intent_updated_at, reservation_items(r.id, r.resource_id, r.quantity) AS items
+           i.updated_at AS intent_updated_at, reservation_items(r.id, r.resource_id, r.quantity) AS items,
+           r.series_id
     FROM reservations r
     LEFT JOIN intents i ON i.reservation_id = r.id AND i.kind IN ('reserve', 'wait')
     WHERE r.id = $1"#;
 
-pub const LOCK: &str =
-    concat!("SELECT ", columns!(), ", ", items!("reservations"), " FROM reservations WHERE id = $1 FOR UPDATE");
+pub const LOCK: &str = concat!(
+    "SELECT ",
+    columns!(),
+    ", ",
+    items!("reservations"),
+    ", series_id FROM reservations WHERE id = $1 FOR UPDATE"
+);
 
 pub const RESOURCE_OF: &str = "SELECT resource_id FROM reservations WHERE id = $1";
 
@@ -145,7 +151,7 @@ macro_rules! update_with_event {
             $set,
             " WHERE id = $1 OR booking_id = $1 RETURNING ",
             columns!(),
-            "), lead AS (SELECT * FROM upd WHERE upd.id = $1), ",
+            ", series_id), lead AS (SELECT * FROM upd WHERE upd.id = $1), ",
             "ev AS (INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) SELECT ",
             $kind,
             ", lead.id, ",
@@ -160,7 +166,7 @@ macro_rules! update_with_event {
             columns!(),
             ", ",
             items!("lead"),
-            " FROM lead"
+            ", series_id FROM lead"
         )
     };
 }
@@ -492,6 +498,16 @@ fn items_of(row: &Row) -> Result<Vec<Item>, DbError> {
     Ok(vec![Item { resource_id: row.try_get("resource_id")?, pool_id: None, quantity: row.try_get("quantity")? }])
 }
 
+/// The `series_id` of a row whose statement selects it; the statements that return a
+/// row from a function's table (the hold, the insert, the move) do not, because a row
+/// they make or move keeps the series it had (none, for a new one).
+fn series_of(row: &Row) -> Result<Option<Uuid>, DbError> {
+    if !row.columns().iter().any(|c| c.name() == "series_id") {
+        return Ok(None);
+    }
+    Ok(row.try_get("series_id")?)
+}
+
 fn intent_of(row: &Row) -> Result<Option<Intent>, DbError> {
     if !row.columns().iter().any(|c| c.name() == "intent_id") {
         return Ok(None);
@@ -520,6 +536,7 @@ pub(super) fn from_row(row: &Row) -> Result<Reservation, DbError> {
         source: row.try_get::<_, &str>("source")?.parse()?,
         intent: intent_of(row)?,
         items: items_of(row)?,
+        series_id: series_of(row)?,
         metadata: row.try_get::<_, Json<Metadata>>("metadata")?.0,
         acted_by: row.try_get("acted_by")?,
         created_at: row.try_get("created_at")?,

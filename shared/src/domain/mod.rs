@@ -5,6 +5,7 @@ pub mod calendar;
 mod load;
 mod patch;
 pub mod policies;
+pub mod recurrence;
 mod validate;
 
 pub use calendar::{CalendarChange, CalendarRules, Judge, Rule, Schedule};
@@ -221,6 +222,8 @@ pub struct Reservation {
     /// in request order (the reservation's own `resource_id` and `quantity` are the
     /// first item's).
     pub items: Vec<Item>,
+    /// The recurring series this reservation is an occurrence of, if any.
+    pub series_id: Option<Uuid>,
     pub metadata: Metadata,
     /// The principal whose request made the latest change (the owner, or an admin
     /// acting for them); `None` when the service made it (an expiry, a waitlist
@@ -325,6 +328,7 @@ mod tests {
             source: Source::Request,
             intent: None,
             items: vec![Item { resource_id: Uuid::nil(), pool_id: None, quantity: 1 }],
+            series_id: None,
             metadata: Metadata::new(),
             acted_by: None,
             created_at: t,

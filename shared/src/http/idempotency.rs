@@ -48,7 +48,10 @@ fn key_of(req: &Request) -> Result<Option<&str>, ApiError> {
 }
 
 /// What identifies a request for its key, and for the approval an upstream confirm
-/// records: method, path and canonical body.
+/// records: method, path and canonical body, and the `scope` query parameter of a
+/// change to a series' occurrences when one is given (so that a key sent again with
+/// another scope is a reused key, not a replay; a request without one hashes as
+/// before).
 pub fn fingerprint(req: &Request, canonical_body: &[u8]) -> Vec<u8> {
     let mut h = Sha256::new();
     h.update(req.method().as_str().as_bytes());
@@ -56,6 +59,10 @@ pub fn fingerprint(req: &Request, canonical_body: &[u8]) -> Vec<u8> {
     h.update(req.uri().path().as_bytes());
     h.update(b"\n");
     h.update(canonical_body);
+    if let Some(scope) = super::query_param(req, "scope") {
+        h.update(b"\nscope=");
+        h.update(scope.as_bytes());
+    }
     h.finalize().to_vec()
 }
 

@@ -1,7 +1,7 @@
 //! The HTTP boundary's error enum and its one mapping to RFC 9457 problem documents.
 
 use super::{PROBLEM_JSON, Reply};
-use crate::booking::{BookingError, Refusal, RefusedItem, Target};
+use crate::booking::{BookingError, Refusal, RefusedItem, RefusedOccurrence, Target};
 use crate::config::AuthMode;
 use crate::db::DbError;
 use crate::domain::policies::Closed;
@@ -49,6 +49,7 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     ProblemType::WEBHOOK_NOT_FOUND,
     ProblemType::WEBHOOK_DELIVERY_NOT_FOUND,
     ProblemType::POOL_NOT_FOUND,
+    ProblemType::SERIES_NOT_FOUND,
     ProblemType::PROBLEM_TYPE_NOT_FOUND,
     ProblemType::METHOD_NOT_ALLOWED,
     ProblemType::SLOT_UNAVAILABLE,
@@ -149,11 +150,17 @@ impl ProblemType {
         title: "Pool not found",
         description: "No pool has this id (it may have been deleted). An item `{\"pool_id\"}` of a booking must name a pool that exists.",
     };
+    pub const SERIES_NOT_FOUND: ProblemType = ProblemType {
+        slug: "series-not-found",
+        status: 404,
+        title: "Series not found",
+        description: "No recurring series with this id is visible to the principal: it does not exist, or it is another principal's.",
+    };
     pub const UPSTREAM_NOT_GROUPABLE: ProblemType = ProblemType {
         slug: "upstream-not-groupable",
         status: 422,
         title: "Upstream resource in a booking of several",
-        description: "A resource whose system of record is upstream is written outside any transaction, so it cannot be held with others all or nothing. Book it on its own; `items` names the item.",
+        description: "A resource whose system of record is upstream is written outside any transaction, so it cannot be held with others all or nothing: in a booking of several items, or as the occurrences of a recurring series. Book it on its own, one reservation at a time; `items` names the item (for a series of one resource, item 0).",
     };
     pub const PROBLEM_TYPE_NOT_FOUND: ProblemType = ProblemType {
         slug: "problem-type-not-found",
@@ -373,6 +380,13 @@ pub enum ApiError {
     SlotUnavailable,
     #[error("pool not found")]
     PoolNotFound,
+    #[error("series not found")]
+    SeriesNotFound,
+    /// Occurrences of a series that could not be held, each with its own problem. The
+    /// answer takes the status and type of the first one's problem (409
+    /// `slot-unavailable`, 422 `outside-schedule`, ...); `occurrences` lists them all.
+    #[error("occurrences not held")]
+    OccurrencesNotHeld(Vec<RefusedOccurrence>),
     /// Items of a booking of several that could not be held: 409 `slot-unavailable`
     /// when every one was taken, 422 `outside-schedule` when some item's rules refuse
     /// the range; `items` lists them all.
@@ -450,6 +464,13 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => &ProblemType::METHOD_NOT_ALLOWED,
             ApiError::SlotUnavailable => &ProblemType::SLOT_UNAVAILABLE,
             ApiError::PoolNotFound => &ProblemType::POOL_NOT_FOUND,
+            ApiError::SeriesNotFound => &ProblemType::SERIES_NOT_FOUND,
+            ApiError::OccurrencesNotHeld(occurrences) => occurrences
+                .first()
+                .and_then(|o| o.problem["type"].as_str())
+                .and_then(|t| t.strip_prefix(PROBLEM_BASE))
+                .and_then(problem_type)
+                .unwrap_or(&ProblemType::SLOT_UNAVAILABLE),
             ApiError::ItemsNotHeld(items) => match first_rule(items) {
                 Some(_) => &ProblemType::OUTSIDE_SCHEDULE,
                 None => &ProblemType::SLOT_UNAVAILABLE,
@@ -506,6 +527,11 @@ impl ApiError {
             }
             ApiError::SlotUnavailable => "The requested capacity is taken for some part of the range.".into(),
             ApiError::PoolNotFound => "No such pool.".into(),
+            ApiError::SeriesNotFound => "No such series.".into(),
+            ApiError::OccurrencesNotHeld(occurrences) => format!(
+                "{} of the series' occurrences could not be held; nothing was booked. See occurrences.",
+                occurrences.len()
+            ),
             ApiError::ItemsNotHeld(items) => {
                 format!("{} of the booking's items could not be held; nothing was booked. See items.", items.len())
             }
@@ -560,6 +586,12 @@ impl ApiError {
         }
     }
 
+    /// The problem document alone, without `instance`: what an occurrence of a series
+    /// that was not held records and answers as its reason.
+    pub fn problem_object(self) -> serde_json::Value {
+        serde_json::from_slice(&self.into_reply().body).expect("a problem document is JSON")
+    }
+
     /// The problem answer to a request for `instance` (its path, which the problem's
     /// `instance` member names).
     pub fn into_reply_at(self, instance: &str) -> Reply {
@@ -607,6 +639,9 @@ impl ApiError {
             /// The items of a booking of several that were not held, or the upstream one.
             #[serde(skip_serializing_if = "Option::is_none")]
             items: Option<Vec<ItemProblem>>,
+            /// The occurrences of a series that were not held, each with its problem.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            occurrences: Option<&'a [RefusedOccurrence]>,
             /// The policy field whose deadline passed (`policy-window-closed`).
             #[serde(skip_serializing_if = "Option::is_none")]
             policy: Option<&'static str>,
@@ -639,6 +674,10 @@ impl ApiError {
             ApiError::UpstreamNotGroupable { index } => Some(vec![ItemProblem::upstream(*index)]),
             _ => None,
         };
+        let occurrences = match &self {
+            ApiError::OccurrencesNotHeld(occurrences) => Some(occurrences.as_slice()),
+            _ => None,
+        };
         let (policy, deadline) = match &self {
             ApiError::PolicyWindowClosed(closed) => (Some(closed.deadline.field()), Some(closed.at)),
             _ => (None, None),
@@ -662,6 +701,7 @@ impl ApiError {
             errors,
             rule,
             items,
+            occurrences,
             policy,
             deadline,
             reached,
@@ -763,6 +803,8 @@ impl From<BookingError> for ApiError {
             BookingError::WebhookDisabled => ApiError::WebhookDisabled,
             BookingError::SlotUnavailable => ApiError::SlotUnavailable,
             BookingError::PoolNotFound(_) => ApiError::PoolNotFound,
+            BookingError::SeriesNotFound => ApiError::SeriesNotFound,
+            BookingError::OccurrencesRefused(occurrences) => ApiError::OccurrencesNotHeld(occurrences),
             BookingError::ItemsRefused(items) => ApiError::ItemsNotHeld(items),
             BookingError::UpstreamInGroup { index } => ApiError::UpstreamNotGroupable { index },
             BookingError::NotHeld(status) => ApiError::ReservationNotHeld { status: status.as_str() },
@@ -853,7 +895,9 @@ mod tests {
             ApiError::WebhookDeliveryNotFound => ApiError::WebhookDisabled,
             ApiError::WebhookDisabled => ApiError::SlotUnavailable,
             ApiError::SlotUnavailable => ApiError::PoolNotFound,
-            ApiError::PoolNotFound => ApiError::UpstreamNotGroupable { index: 1 },
+            ApiError::PoolNotFound => ApiError::SeriesNotFound,
+            ApiError::SeriesNotFound => ApiError::OccurrencesNotHeld(vec![]),
+            ApiError::OccurrencesNotHeld(_) => ApiError::UpstreamNotGroupable { index: 1 },
             ApiError::UpstreamNotGroupable { .. } => ApiError::ItemsNotHeld(vec![]),
             ApiError::ItemsNotHeld(_) => ApiError::ReservationNotHeld { status: "EXPIRED" },
             ApiError::ReservationNotHeld { .. } => ApiError::ReservationInFlight,
@@ -899,7 +943,7 @@ mod tests {
             assert_eq!((page.status, page.title), (reply.status.as_u16(), body["title"].as_str().unwrap()), "{slug}");
             answered.insert(slug);
         }
-        assert_eq!(variants, 38, "the walk reaches every variant");
+        assert_eq!(variants, 39, "the walk reaches every variant");
         let pages: std::collections::BTreeSet<_> = PROBLEM_TYPES.iter().map(|t| t.slug.to_string()).collect();
         assert_eq!(answered, pages, "every page describes a problem some variant answers");
     }

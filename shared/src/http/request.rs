@@ -178,6 +178,22 @@ impl Rfc3339 {
     }
 }
 
+/// The `scope` query parameter of a confirm, cancel or move: which occurrences of the
+/// reservation's series it acts on (`one`, the default; `following`; `all`). A query
+/// parameter, not a body field, because a `DELETE` has no body and the three should
+/// read alike.
+pub fn scope(req: &Request) -> Result<crate::booking::Scope, ApiError> {
+    use crate::booking::Scope;
+    let values = query_params(req, "scope")?;
+    match values.as_slice() {
+        [] => Ok(Scope::One),
+        [one] if one == "one" => Ok(Scope::One),
+        [one] if one == "following" => Ok(Scope::Following),
+        [one] if one == "all" => Ok(Scope::All),
+        _ => Err(ApiError::validation("scope", "must be one of: one, following, all (once)")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -59,6 +59,8 @@ pub enum Op {
     RecoverWebhook,
     CreatePool,
     ListPools,
+    CreateSeries,
+    GetSeries,
     GetPool,
     UpdatePool,
     DeletePool,
@@ -175,6 +177,8 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec { method: "GET", path: "/v1/pools/{id}", op: Op::GetPool, function: Function::Admin },
     RouteSpec { method: "PATCH", path: "/v1/pools/{id}", op: Op::UpdatePool, function: Function::Admin },
     RouteSpec { method: "DELETE", path: "/v1/pools/{id}", op: Op::DeletePool, function: Function::Admin },
+    RouteSpec { method: "POST", path: "/v1/series", op: Op::CreateSeries, function: Function::Reserve },
+    RouteSpec { method: "GET", path: "/v1/series/{id}", op: Op::GetSeries, function: Function::Availability },
 ];
 
 /// A matched route with its raw path ids (parsed by the handler, so that a non-UUID

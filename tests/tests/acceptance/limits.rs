@@ -177,3 +177,19 @@ async fn limits_set_after_a_process_read_the_rules_still_bind_its_next_hold() {
     let (status, problem) = app.reserve("alice", room, (&s, &e), 1).await;
     assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "limit-exceeded"), "{problem}");
 }
+
+#[tokio::test]
+async fn a_series_is_judged_occurrence_by_occurrence_against_the_limits() {
+    let app = TestApp::spawn().await;
+    let room = app
+        .resource_with(json!({"name": "Room", "capacity": 2, "limits": [{"max": 2, "window": "rolling", "rolling_minutes": 4320}]}))
+        .await;
+    let (s, e) = hours(9, 10);
+    let body = json!({"resource_id": room, "start": s, "end": e, "recurrence": "FREQ=DAILY;COUNT=3", "mode": "skip_conflicts"});
+    let (status, series) = send(app.post("alice", "/v1/series", &body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{series}");
+    let occurrences = series["occurrences"].as_array().unwrap();
+    let held: Vec<bool> = occurrences.iter().map(|o| o["reservation_id"].is_string()).collect();
+    assert_eq!(held, [true, true, false], "{series}");
+    assert_eq!(slug(&occurrences[2]["problem"]), "limit-exceeded", "{series}");
+}

@@ -25,6 +25,7 @@ mod openapi;
 mod outbox;
 mod policies;
 mod schema;
+mod series;
 mod startup_errors;
 mod statements;
 mod template_routes;

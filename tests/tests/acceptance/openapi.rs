@@ -115,6 +115,7 @@ fn the_idempotent_routes_document_the_idempotency_key_header() {
         ("post", "/v1/webhooks/{id}/recover"),
         ("post", "/v1/pools"),
         ("patch", "/v1/pools/{id}"),
+        ("post", "/v1/series"),
     ];
     for route in ROUTES {
         let (method, path) = (route.method.to_ascii_lowercase(), route.path);
@@ -628,4 +629,42 @@ async fn webhook_answers_match_the_document_the_delivery_log_included() {
     let unknown = format!("/v1/webhooks/{id}/deliveries/{}/retry", uuid::Uuid::now_v7());
     let answer = call(&app, &doc, app.post("admin", &unknown, &json!({}))).await;
     assert_eq!((answer.status, slug(&answer.body)), (StatusCode::NOT_FOUND, "webhook-delivery-not-found"));
+}
+
+#[tokio::test]
+async fn series_answers_match_the_document() {
+    let doc = document();
+    let app = TestApp::spawn().await;
+    let room =
+        call(&app, &doc, app.post("admin", "/v1/resources", &json!({"name": "Weekly", "time_zone": "Europe/Berlin"})))
+            .await
+            .id();
+    let (start, end) = acceptance::hours(10, 11);
+    let body = |mode: &str| json!({"resource_id": room, "start": start, "end": end, "recurrence": "FREQ=WEEKLY;COUNT=3", "mode": mode});
+    let made = call(&app, &doc, app.post("alice", "/v1/series", &body("all_or_nothing"))).await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    let refused = call(&app, &doc, app.post("bob", "/v1/series", &body("all_or_nothing"))).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
+    let skipped = call(&app, &doc, app.post("bob", "/v1/series", &body("skip_conflicts"))).await;
+    assert_eq!(skipped.status, StatusCode::CONFLICT, "nothing fits: {}", skipped.body);
+    let bad = json!({"resource_id": room, "start": start, "end": end, "recurrence": "FREQ=MONTHLY;BYSETPOS=1"});
+    assert_eq!(call(&app, &doc, app.post("alice", "/v1/series", &bad)).await.status, StatusCode::BAD_REQUEST);
+    let id = made.id();
+    assert_eq!(call(&app, &doc, app.get("alice", &format!("/v1/series/{id}"))).await.status, StatusCode::OK);
+    assert_eq!(call(&app, &doc, app.get("bob", &format!("/v1/series/{id}"))).await.status, StatusCode::NOT_FOUND);
+    let first = made.body["occurrences"][0]["reservation_id"].as_str().unwrap().to_string();
+    let second = made.body["occurrences"][1]["reservation_id"].as_str().unwrap().to_string();
+    let one = call(&app, &doc, app.get("alice", &format!("/v1/reservations/{first}"))).await;
+    assert_eq!(one.body["series_id"], json!(id));
+    let confirmed =
+        call(&app, &doc, app.post("alice", &format!("/v1/reservations/{second}/confirm?scope=following"), &json!({})))
+            .await;
+    assert_eq!(confirmed.status, StatusCode::OK, "{}", confirmed.body);
+    let moved = json!({"metadata": {"note": "weekly"}});
+    let patched = call(&app, &doc, app.patch("alice", &format!("/v1/reservations/{first}?scope=all"), &moved)).await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+    let released = call(&app, &doc, app.delete("alice", &format!("/v1/reservations/{first}?scope=one"))).await;
+    assert_eq!(released.body["status"], "RELEASED");
+    let cancelled = call(&app, &doc, app.delete("alice", &format!("/v1/reservations/{first}?scope=all"))).await;
+    assert_eq!(cancelled.status, StatusCode::OK, "{}", cancelled.body);
 }
