@@ -117,6 +117,11 @@
     if (slug === 'forbidden') return 'Only an admin may do that.';
     let text = problem.title || 'Something went wrong';
     if (problem.detail) text += ': ' + problem.detail;
+    if (slug === 'limit-exceeded') {
+      text += problem.frees_at
+        ? ' A place frees when one of your holds lapses, at ' + fmt(Date.parse(problem.frees_at), undefined, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }) + '.'
+        : ' Cancel one of your bookings in that period to book another.';
+    }
     if (Array.isArray(problem.errors) && problem.errors.length) {
       text += ' (' + problem.errors.map((e) => e.field + ' ' + e.message).join('; ') + ')';
     }
@@ -244,6 +249,7 @@
     notice: ['Too soon', 'too soon to book'],
     advance: ['Too far ahead', 'too far ahead to book'],
     buffer: ['Kept free', 'kept free around a booking'],
+    limit: ['Limit reached', 'your booking limit for this period is reached'],
     taken: ['Booked', 'booked; press to join the waitlist'],
     held: ['Held', 'held by someone; press to join the waitlist'],
     mine: ['Yours', 'booked by you'],
@@ -581,9 +587,23 @@
           el('button', { type: 'button', class: 'cancel', text: 'Release', 'aria-label': 'Release ' + what, onclick: () => cancelReservation(r.id, 'Release') }));
       } else {
         text.append(r.status === 'CONFIRMED' ? 'confirmed' : 'confirming');
-        moveButton.disabled = r.status !== 'CONFIRMED';
-        item.append(text, moveButton,
-          el('button', { type: 'button', class: 'cancel', text: 'Cancel', 'aria-label': 'Cancel ' + what, disabled: r.status !== 'CONFIRMED', onclick: () => cancelReservation(r.id, 'Cancel') }));
+        // The resource's deadlines, said in words where a disabled button would not.
+        const closed = (minutes) => !state.admin && minutes != null && Date.now() > Date.parse(r.start) - minutes * 60000;
+        const res = state.resources.find((x) => x.id === r.resource_id) || {};
+        const moveClosed = closed(res.reschedule_notice_minutes);
+        const cancelClosed = closed(res.cancel_notice_minutes);
+        moveButton.disabled = r.status !== 'CONFIRMED' || moveClosed;
+        const cancelButton = el('button', { type: 'button', class: 'cancel', text: 'Cancel', 'aria-label': 'Cancel ' + what, disabled: r.status !== 'CONFIRMED' || cancelClosed, onclick: () => cancelReservation(r.id, 'Cancel') });
+        item.append(text, moveButton, cancelButton);
+        const why = [];
+        if (cancelClosed) why.push('cancelling closed ' + lengthText(res.cancel_notice_minutes) + ' before the start');
+        if (moveClosed) why.push('moving closed ' + lengthText(res.reschedule_notice_minutes) + ' before the start');
+        if (why.length) {
+          const note = el('span', { class: 'muted why', id: 'why-' + r.id, text: why.join('; ') });
+          item.append(note);
+          cancelButton.setAttribute('aria-describedby', note.id);
+          moveButton.setAttribute('aria-describedby', note.id);
+        }
       }
       list.append(item);
     }

@@ -973,3 +973,43 @@ async fn a_person_holds_an_hour_repeated_weekly_skips_the_week_taken_and_confirm
     assert!(said.starts_with("Confirmed 2 weekly times: Team room"), "{said}");
     assert_eq!(app.count(weekly, &[&"CONFIRMED"]).await, 2);
 }
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn a_person_sees_the_day_their_limit_closed_and_why_their_booking_can_no_longer_be_cancelled() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let zone = "Europe/Berlin";
+    // One booking a day per person, and cancels up to a year before the start: every
+    // booking of next week is past its cancel deadline.
+    let room = app
+        .resource_with(json!({"name": "Studio", "capacity": 2, "time_zone": zone,
+                              "limits": [{"max": 1, "window": "day"}], "cancel_notice_minutes": 525600}))
+        .await;
+    let page = driver.browser().await;
+    page.open(&app, "/", "alice", room).await;
+
+    page.click(&cell(2, 10)).await;
+    page.wait_for_cell(2, 10, "mine-held").await;
+    page.click("#confirm").await;
+    page.wait_for_cell(2, 10, "mine").await;
+    page.wait_for_cell(2, 14, "limit").await;
+    assert_eq!(page.cell_state(3, 10).await, "free", "the next day is another window");
+    let said = page.text(&cell(2, 14)).await;
+    assert!(said.contains("Limit reached"), "said in words, not only by colour: {said}");
+
+    page.wait_for("the booking in my list", "document.querySelector('#mine li[data-status=CONFIRMED]')").await;
+    let disabled = page
+        .js("return document.querySelector('#mine li[data-status=CONFIRMED] button.cancel').disabled", json!([]))
+        .await;
+    assert_eq!(disabled, true, "past its cancel deadline");
+    let why = page.text("#mine li[data-status=CONFIRMED] .why").await;
+    assert!(why.contains("cancelling closed"), "the reason is written out: {why}");
+    let findings = page.accessibility_findings().await;
+    assert!(findings.is_empty(), "no serious or critical accessibility findings: {findings:?}");
+
+    // Bob, beside the page, is not limited by Alice's booking.
+    let (start, end) = (cell_start(&page, 2, 14).await, cell_start(&page, 2, 15).await);
+    let (status, body) = app.reserve("bob", room, (&start, &end), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+}
