@@ -660,8 +660,23 @@ impl ApiError {
             /// When the earliest counted hold lapses; null: only a cancel frees a place.
             frees_at: Option<DateTime<Utc>>,
         }
+        // A series refused for its first occurrence's bad fields is a validation error
+        // too: its `errors` name each occurrence's fields (`occurrences[2].end`).
+        let occurrence_errors: Vec<FieldError> = match &self {
+            ApiError::OccurrencesNotHeld(occurrences) if problem_type.slug == "validation-error" => occurrences
+                .iter()
+                .flat_map(|o| {
+                    o.problem["errors"].as_array().into_iter().flatten().filter_map(move |e| {
+                        let (field, message) = (e["field"].as_str()?, e["message"].as_str()?);
+                        Some(FieldError::new(format!("occurrences[{}].{field}", o.index), message))
+                    })
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         let errors = match &self {
             ApiError::Validation(errors) => Some(errors.as_slice()),
+            _ if !occurrence_errors.is_empty() => Some(occurrence_errors.as_slice()),
             _ => None,
         };
         let rule = match &self {

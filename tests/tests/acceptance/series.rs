@@ -408,3 +408,22 @@ async fn a_series_of_several_items_takes_the_first_items_zone_and_holds_every_it
     let live = "SELECT count(*) FROM reservations WHERE series_id = $1 AND status = 'HELD'";
     assert_eq!(app.count(live, &[&id]).await, 0);
 }
+
+#[tokio::test]
+async fn a_series_whose_occurrences_have_bad_fields_is_a_validation_error_naming_them() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let (end, start) = acceptance::hours(9, 10);
+    let body = serde_json::json!({"resource_id": room, "start": start, "end": end,
+                                  "recurrence": "FREQ=WEEKLY;COUNT=3", "mode": "all_or_nothing"});
+    let (status, problem) = acceptance::send(app.post("alice", "/v1/series", &body)).await;
+    assert_eq!(
+        (status, acceptance::slug(&problem)),
+        (reqwest::StatusCode::BAD_REQUEST, "validation-error"),
+        "{problem}"
+    );
+    let fields: Vec<&str> =
+        problem["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap()).collect();
+    assert!(!fields.is_empty(), "every bad field is named: {problem}");
+    assert_eq!(app.count("SELECT count(*) FROM reservations", &[]).await, 0, "nothing was held");
+}
