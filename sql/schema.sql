@@ -453,6 +453,201 @@ END
 $$;
 
 --
+-- Name: reservation_hold_items(uuid[], uuid[], boolean[], integer[], text, timestamp with time zone, timestamp with time zone, boolean, timestamp with time zone, jsonb, uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_hold_items(p_ids uuid[], p_targets uuid[], p_pooled boolean[], p_quantities integer[], p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_confirm boolean, p_now timestamp with time zone, p_metadata jsonb, p_event_id uuid) RETURNS TABLE(outcome text, item smallint, id uuid, resource_id uuid, owner text, starts_at timestamp with time zone, ends_at timestamp with time zone, quantity integer, status text, expires_at timestamp with time zone, failure_reason text, source text, created_at timestamp with time zone, updated_at timestamp with time zone, metadata jsonb, acted_by text, items jsonb)
+    LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+#variable_conflict use_column
+DECLARE
+    n integer := cardinality(p_targets);
+    range tstzrange := tstzrange(p_start, p_end, '[)');
+    first_pass integer;
+    new_status text := CASE WHEN p_confirm THEN 'CONFIRMED' ELSE 'HELD' END;
+    pool_ids uuid[];
+    pools_found integer;
+    -- Every resource the booking may take, by id, and what is read of each at the same
+    -- place: capacity, live claims over the range and their total, and what this
+    -- booking's earlier items take.
+    ids uuid[];
+    caps integer[];
+    live_claims bigint[];
+    live_total bigint[];
+    own bigint[];
+    ttl integer;
+    usable boolean;
+    lapsed boolean[];
+    refused smallint[];
+    picked uuid[];
+    at integer;
+    fits boolean;
+    candidate uuid;
+    candidates uuid[];
+BEGIN
+    IF true = ANY(p_pooled) THEN
+        SELECT array_agg(DISTINCT i.t) INTO pool_ids FROM unnest(p_targets, p_pooled) AS i(t, pooled) WHERE i.pooled;
+        SELECT count(*) INTO pools_found FROM pools WHERE pools.id = ANY(pool_ids);
+        IF pools_found < cardinality(pool_ids) THEN
+            outcome := 'general';
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
+    SELECT array_agg(DISTINCT every.r ORDER BY every.r) INTO ids FROM (
+        SELECT i.t AS r FROM unnest(p_targets, p_pooled) AS i(t, pooled) WHERE NOT i.pooled
+        UNION ALL
+        SELECT m.resource_id FROM pool_members m WHERE m.pool_id = ANY(pool_ids)) every;
+
+    -- The locks at once when nobody holds them: nobody is ahead to lose to, so the look
+    -- is not needed. (A lock refused undoes the ones granted with it.)
+    BEGIN
+        PERFORM FROM resources WHERE resources.id = ANY(ids) ORDER BY resources.id FOR NO KEY UPDATE NOWAIT;
+        first_pass := 2;
+    EXCEPTION WHEN lock_not_available THEN
+        first_pass := 1;
+    END;
+    -- Otherwise twice: the look, without a lock, where a lapsed hold may free its
+    -- resource (the general path would write it down); then under the locks, where it
+    -- sends the booking to the general path.
+    FOR pass IN first_pass..2 LOOP
+        IF pass = 1 THEN
+            SELECT array_agg(r.capacity ORDER BY r.id), min(r.hold_ttl_seconds), count(*) = cardinality(ids)
+                   AND bool_and(r.authority = 'local' AND NOT r.has_calendar_rules AND r.archived_at IS NULL)
+            INTO caps, ttl, usable FROM resources r WHERE r.id = ANY(ids);
+        ELSE
+            -- The locks, and the rows as they stand under them.
+            SELECT array_agg(r.capacity ORDER BY r.id), min(r.hold_ttl_seconds), count(*) = cardinality(ids)
+                   AND bool_and(r.authority = 'local' AND NOT r.has_calendar_rules AND r.archived_at IS NULL)
+            INTO caps, ttl, usable
+            FROM (SELECT resources.id, resources.capacity, resources.hold_ttl_seconds, resources.authority,
+                         resources.has_calendar_rules, resources.archived_at
+                  FROM resources WHERE resources.id = ANY(ids) ORDER BY resources.id FOR NO KEY UPDATE) r;
+        END IF;
+        IF NOT coalesce(usable, false) THEN
+            outcome := 'general';
+            RETURN NEXT;
+            RETURN;
+        END IF;
+        FOR k IN 1..n LOOP
+            IF NOT p_pooled[k] AND p_quantities[k] > caps[array_position(ids, p_targets[k])] THEN
+                outcome := 'general';
+                RETURN NEXT;
+                RETURN;
+            END IF;
+        END LOOP;
+        -- In a statement after the lock's: its snapshot includes every committed
+        -- competitor. Each resource's claims are read on their own (the lateral join),
+        -- as the index on (resource_id, period) serves an equality, not a list.
+        SELECT array_agg(l.claims ORDER BY x.n), array_agg(l.total ORDER BY x.n), array_agg(l.lapsed ORDER BY x.n)
+        INTO live_claims, live_total, lapsed
+        FROM unnest(ids) WITH ORDINALITY AS x(rid, n)
+        CROSS JOIN LATERAL (
+            SELECT count(*) FILTER (WHERE NOT (r.status = 'HELD' AND r.expires_at <= p_now)) AS claims,
+                   coalesce(sum(r.quantity) FILTER (WHERE NOT (r.status = 'HELD' AND r.expires_at <= p_now)), 0)
+                       AS total,
+                   coalesce(bool_or(r.status = 'HELD' AND r.expires_at <= p_now), false) AS lapsed
+            FROM reservations r
+            WHERE r.resource_id = x.rid AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+              AND r.period && range) l;
+        IF pass = 2 AND true = ANY(lapsed) THEN
+            outcome := 'general';
+            RETURN NEXT;
+            RETURN;
+        END IF;
+
+        own := array_fill(0::bigint, ARRAY[cardinality(ids)]);
+        refused := '{}';
+        picked := '{}';
+        FOR k IN 1..n LOOP
+            fits := false;
+            IF p_pooled[k] THEN
+                SELECT array_agg(m.resource_id ORDER BY
+                           CASE WHEN p.strategy = 'least_booked' THEN b.live END,
+                           CASE WHEN p.strategy = 'least_booked' THEN m.resource_id END, m.position)
+                INTO candidates
+                FROM pool_members m JOIN pools p ON p.id = m.pool_id
+                LEFT JOIN LATERAL (
+                    SELECT count(*) AS live FROM reservations r
+                    WHERE p.strategy = 'least_booked' AND r.resource_id = m.resource_id
+                      AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+                      AND r.period && tstzrange(p_start - interval '7 days', p_end + interval '7 days', '[)')
+                      AND NOT (r.status = 'HELD' AND r.expires_at <= p_now)) b ON true
+                WHERE m.pool_id = p_targets[k];
+            ELSE
+                candidates := ARRAY[p_targets[k]];
+            END IF;
+            FOREACH candidate IN ARRAY candidates LOOP
+                at := array_position(ids, candidate);
+                IF p_quantities[k] > caps[at] THEN
+                    CONTINUE;
+                END IF;
+                -- The total of the live claims is the peak when at most one of them
+                -- meets the range, and never below it: the sweep only when the total
+                -- does not fit.
+                fits := lapsed[at] OR live_total[at] + own[at] + p_quantities[k] <= caps[at];
+                IF NOT fits AND live_claims[at] > 1 THEN
+                    fits := (reservation_load(candidate, p_start, p_end, p_now)).peak + own[at] + p_quantities[k]
+                            <= caps[at];
+                END IF;
+                IF fits THEN
+                    own[at] := own[at] + p_quantities[k];
+                    picked := picked || candidate;
+                    EXIT;
+                END IF;
+            END LOOP;
+            IF NOT fits THEN
+                refused := refused || (k - 1)::smallint;
+            END IF;
+        END LOOP;
+        IF cardinality(refused) > 0 THEN
+            -- Nothing written: a crash that lost this commit would lose only a refusal.
+            PERFORM set_config('synchronous_commit', 'off', true);
+            outcome := 'unavailable';
+            FOREACH item IN ARRAY refused LOOP
+                RETURN NEXT;
+            END LOOP;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    -- Every item keeps the lead's expiry (the shortest hold time among the booking's
+    -- resources), so the booking lapses as one; its kept range is its period (no
+    -- buffers here), given so that the trigger need not read the resource again.
+    INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity, status,
+                                   expires_at, failure_reason, source, created_at, updated_at, metadata, acted_by,
+                                   buffered, booking_id, item, pool_id)
+    SELECT i.id, i.rid, caps[array_position(ids, i.rid)], p_owner, p_start, p_end, i.q, new_status,
+           CASE WHEN p_confirm THEN NULL ELSE p_now + make_interval(secs => ttl) END, NULL, 'request', p_now, p_now,
+           p_metadata, p_owner, range, p_ids[1], (i.n - 1)::smallint, CASE WHEN i.pooled THEN i.t END
+    FROM unnest(p_ids, picked, p_quantities, p_pooled, p_targets) WITH ORDINALITY AS i(id, rid, q, pooled, t, n);
+    outcome := 'reserved';
+    item := 0;
+    id := p_ids[1];
+    resource_id := picked[1];
+    owner := p_owner;
+    starts_at := p_start;
+    ends_at := p_end;
+    quantity := p_quantities[1];
+    status := new_status;
+    expires_at := CASE WHEN p_confirm THEN NULL ELSE p_now + make_interval(secs => ttl) END;
+    source := 'request';
+    created_at := p_now;
+    updated_at := p_now;
+    metadata := p_metadata;
+    acted_by := p_owner;
+    INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at)
+    VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END, p_ids[1],
+            reservation_event(p_ids[1], picked[1], p_owner, p_start, p_end, p_quantities[1], new_status, 'request', NULL,
+                              p_metadata, p_owner),
+            p_now, p_now)
+    RETURNING outbox.payload -> 'items' INTO items;
+    RETURN NEXT;
+END
+$$;
+
+--
 -- Name: reservation_insert_if_fits(uuid, uuid, integer, text, timestamp with time zone, timestamp with time zone, integer, text, timestamp with time zone, text, text, timestamp with time zone, jsonb, text, uuid, smallint, uuid); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -521,13 +716,15 @@ $$;
 --
 
 CREATE FUNCTION public.reservation_items(p_id uuid, p_resource_id uuid, p_quantity integer) RETURNS jsonb
-    LANGUAGE sql STABLE PARALLEL SAFE
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
     AS $$
-    SELECT coalesce(
+BEGIN
+    RETURN coalesce(
         (SELECT jsonb_agg(jsonb_build_object('resource_id', i.resource_id, 'pool_id', i.pool_id,
                                              'quantity', i.quantity) ORDER BY i.item)
          FROM reservations i WHERE i.booking_id = p_id),
-        jsonb_build_array(jsonb_build_object('resource_id', p_resource_id, 'pool_id', NULL, 'quantity', p_quantity)))
+        jsonb_build_array(jsonb_build_object('resource_id', p_resource_id, 'pool_id', NULL, 'quantity', p_quantity)));
+END
 $$;
 
 --

@@ -222,6 +222,11 @@ impl Shape {
         resources: &[Uuid],
     ) -> Result<Vec<serde_json::Value>, BoxError> {
         let mut targets = Vec::new();
+        if let Shape::Group(n) | Shape::Pool(n) = self
+            && !resources.len().is_multiple_of(n)
+        {
+            return Err(format!("{} resources do not split into groups of {n}", resources.len()).into());
+        }
         match self {
             Shape::Single => targets.extend(resources.iter().map(|id| json!({"resource_id": id}))),
             Shape::Group(n) => {

@@ -16,14 +16,14 @@ use http::StatusCode;
 use lambda_http::{Body, Error, Request, Response};
 use shared::AppState;
 use shared::booking::{
-    self, Approval, Attempt, Change, Confirmation, GroupRequest, ItemRequest, JoinRequest, Joined, Mode, Rescheduled,
-    ReserveRequest, Reserved, Scope, SeriesRequest, SeriesTarget, Target,
+    self, Approval, Attempt, Change, Confirmation, GroupAttempt, GroupRequest, ItemRequest, JoinRequest, Joined, Mode,
+    Rescheduled, ReserveRequest, Reserved, Scope, SeriesRequest, SeriesTarget, Target,
 };
 use shared::domain::recurrence::Recurrence;
 use shared::http::fields::{self, Fields};
 use shared::http::{
-    ApiError, EmptyBody, Function, KeyedStatement, Op, Reply, fingerprint, json_body, principal, respond, route_for,
-    run_idempotent,
+    ApiError, EmptyBody, Function, KeyedStatement, Op, Reply, carries_key, fingerprint, json_body, principal, respond,
+    route_for, run_idempotent,
 };
 use uuid::Uuid;
 
@@ -217,8 +217,8 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
     }
 }
 
-/// A booking of several items, held all or nothing in one transaction inside the
-/// idempotency guard; a refusal rolls it back.
+/// A booking of several items, held all or nothing: in one statement when it can, else
+/// in one transaction inside the idempotency guard, which a refusal rolls back.
 async fn reserve_items(
     state: &AppState,
     who: &shared::domain::Principal,
@@ -227,15 +227,31 @@ async fn reserve_items(
     body: &shared::http::JsonBody,
     group: GroupRequest,
 ) -> Result<Response<Body>, ApiError> {
-    let fingerprint = fingerprint(req, &body.canonical);
     let limits = state.config.limits();
+    let counted = |e: &booking::BookingError| {
+        if matches!(e, booking::BookingError::ItemsRefused(_)) {
+            shared::metrics::count("Conflicts");
+        }
+    };
+    // The common booking commits on its own, in one round trip; a request with a key,
+    // or what that statement leaves, goes to the guard's transaction.
+    if !carries_key(req)? {
+        let client = state.pool.get().await?;
+        let attempt = booking::hold_items_at_once(&client, who, &group, limits, state.clock.now()).await;
+        match attempt.inspect_err(counted)? {
+            GroupAttempt::Held(r) => return Ok(created(req, Reserved::Reserved(r)).into_response()),
+            GroupAttempt::GeneralPath => {}
+        }
+    }
+    let fingerprint = fingerprint(req, &body.canonical);
     run_idempotent(state, who, req, route, &fingerprint, async |tx| {
-        let r = booking::reserve_items(tx, who, &group, limits, state.clock.now()).await.inspect_err(|e| {
-            if matches!(e, booking::BookingError::ItemsRefused(_)) {
-                shared::metrics::count("Conflicts");
-            }
-        })?;
-        Ok(created(req, Reserved::Reserved(r)))
+        match booking::reserve_items(tx, who, &group, limits, state.clock.now()).await.inspect_err(counted) {
+            Ok(r) => Ok(created(req, Reserved::Reserved(r))),
+            // Committed and stored like any answer: the lapsed holds the booking wrote
+            // down went to their waitlists, and that stays.
+            Err(e @ booking::BookingError::ItemsRefused(_)) => Ok(ApiError::from(e).into_reply_at(req.uri().path())),
+            Err(e) => Err(e.into()),
+        }
     })
     .await
 }

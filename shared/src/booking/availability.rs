@@ -5,6 +5,7 @@ use crate::db::{GenericClient, reservations};
 use crate::domain::calendar::{Reason, Slot, SlotQuery, Starts, Unavailable};
 use crate::domain::{
     Authority, Claim, FieldError, FreePiece, Limits, Principal, Reservation, Resource, Status, judge_limits,
+    limits_reach,
 };
 use crate::upstream::Block;
 use chrono::{DateTime, Duration, Utc};
@@ -193,9 +194,8 @@ async fn closed_by_limits(
 ) -> Result<(), BookingError> {
     let (Some(first), Some(last)) = (starts.slots.first(), starts.slots.last()) else { return Ok(()) };
     let (rules, zone) = (&resource.policies.limits, resource.calendar.time_zone);
-    let from = rules.iter().map(|l| l.reach(first.start, zone).0).min().unwrap_or(first.start);
-    let to = rules.iter().map(|l| l.reach(last.start, zone).1).max().unwrap_or(last.start);
-    let others = crate::db::limits::counted(c, resource.id, &who.id, (from, to), None, now).await?;
+    let Some(reach) = limits_reach(rules, first.start, last.start, zone) else { return Ok(()) };
+    let others = crate::db::limits::counted(c, resource.id, &who.id, reach, None, now).await?;
     let (open, closed): (Vec<Slot>, Vec<Slot>) = std::mem::take(&mut starts.slots)
         .into_iter()
         .partition(|s| judge_limits(rules, s.start, zone, &others).is_ok());

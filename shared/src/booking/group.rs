@@ -11,12 +11,17 @@
 //! first that fits. Any item that does not fit fails the whole booking: the caller
 //! rolls the transaction back, so nothing is left behind. The booking's one event is
 //! written last, with every item.
+//!
+//! The common case is decided in one statement first ([`hold_items_at_once`], in
+//! autocommit, as the single hold is): items whose resources and pools' members are
+//! plain (local, no calendar rules or limits) with no lapsed hold over the range. It
+//! leaves everything else to [`reserve_items`], untouched.
 
 use super::{BookingError, calendar, invalid, limits, on_freed};
-use crate::db::hold::{self, Confirmation};
+use crate::db::hold::{self, Confirmation, HeldItems, HoldItem, NewHoldItems};
 use crate::db::pools::{self, Members};
 use crate::db::reservations::{self, ItemOf, NewReservation};
-use crate::db::{GenericClient, lapse, resources};
+use crate::db::{DbError, GenericClient, lapse, resources};
 use crate::domain::{
     Authority, EventKind, Judge, Limits, Metadata, PoolStrategy, Principal, Reservation, Resource, Rule, Source,
     Status, validate_range,
@@ -71,9 +76,73 @@ pub struct RefusedItem {
     pub refusal: Refusal,
 }
 
+/// What [`hold_items_at_once`] came to.
+// One value per request, matched at once: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum GroupAttempt {
+    /// Held (or booked) and committed.
+    Held(Reservation),
+    /// Nothing was done: [`reserve_items`] decides, in a transaction.
+    GeneralPath,
+}
+
+/// A booking of several items in one statement outside any transaction (autocommit:
+/// one round trip, the statement's own commit), for a request without an
+/// `Idempotency-Key`: held and committed, refused with every item that did not fit
+/// ([`BookingError::ItemsRefused`], nothing written), or left to [`reserve_items`].
+pub async fn hold_items_at_once(
+    c: &impl GenericClient,
+    owner: &Principal,
+    req: &GroupRequest,
+    limits: Limits,
+    now: DateTime<Utc>,
+) -> Result<GroupAttempt, BookingError> {
+    validate(req, limits, now)?;
+    let lead = Uuid::now_v7();
+    let new = NewHoldItems {
+        ids: (0..req.items.len()).map(|i| if i == 0 { lead } else { Uuid::now_v7() }).collect(),
+        items: req
+            .items
+            .iter()
+            .map(|item| match item.target {
+                Target::Resource(id) => HoldItem { target: id, pooled: false, quantity: item.quantity },
+                Target::Pool(id) => HoldItem { target: id, pooled: true, quantity: item.quantity },
+            })
+            .collect(),
+        event_id: Uuid::now_v7(),
+        owner: &owner.id,
+        start: req.start,
+        end: req.end,
+        confirmation: req.confirmation,
+        metadata: &req.metadata,
+        now,
+    };
+    match hold::hold_items(c, &new).await? {
+        HeldItems::Reserved(r) => Ok(GroupAttempt::Held(r.as_of(now))),
+        HeldItems::Unavailable(places) => Err(BookingError::ItemsRefused(
+            places
+                .into_iter()
+                .map(|index| RefusedItem { index, target: req.items[index].target, refusal: Refusal::Taken })
+                .collect(),
+        )),
+        HeldItems::GeneralPath => Ok(GroupAttempt::GeneralPath),
+    }
+}
+
+fn validate(req: &GroupRequest, limits: Limits, now: DateTime<Utc>) -> Result<(), BookingError> {
+    let errors = validate_range(req.start, req.end, now, limits);
+    if !errors.is_empty() {
+        return Err(BookingError::Validation(errors));
+    }
+    Ok(())
+}
+
 /// Holds (or books) every item of `req`, or fails with the items that could not be:
-/// [`BookingError::ItemsRefused`], after which the caller must roll back. Run inside a
-/// transaction; commit on `Ok`.
+/// [`BookingError::ItemsRefused`], with nothing of the booking left in the
+/// transaction but the lapsed holds it wrote down and handed to their waitlists, which
+/// the caller commits (as a lost single hold does). Run inside a transaction; commit on
+/// `Ok` and on `ItemsRefused`; roll back on any other error.
 pub async fn reserve_items(
     tx: &impl GenericClient,
     owner: &Principal,
@@ -81,10 +150,7 @@ pub async fn reserve_items(
     limits: Limits,
     now: DateTime<Utc>,
 ) -> Result<Reservation, BookingError> {
-    let errors = validate_range(req.start, req.end, now, limits);
-    if !errors.is_empty() {
-        return Err(BookingError::Validation(errors));
-    }
+    validate(req, limits, now)?;
     let pool_ids: Vec<Uuid> = targets(req, |t| match t {
         Target::Pool(id) => Some(id),
         Target::Resource(_) => None,
@@ -111,9 +177,9 @@ pub async fn reserve_items(
         .iter()
         .enumerate()
         .filter(|(_, item)| {
-            let members = match item.target {
-                Target::Resource(id) => vec![id],
-                Target::Pool(id) => pools[&id].resource_ids.clone(),
+            let members = match &item.target {
+                Target::Resource(id) => std::slice::from_ref(id),
+                Target::Pool(id) => pools[id].resource_ids.as_slice(),
             };
             members.iter().all(|m| loads.get(m).is_some_and(|l| l.refuses(item.quantity)))
         })
@@ -164,6 +230,9 @@ pub async fn reserve_items(
         Confirmation::Now => Status::Confirmed,
         Confirmation::Later => Status::Held,
     };
+    // The items are inserted one by one: a refusal takes them back to here, keeping
+    // the hand-overs above.
+    tx.batch_execute("SAVEPOINT items").await.map_err(DbError::from)?;
     let mut refused = Vec::new();
     for (index, item) in req.items.iter().enumerate() {
         let (candidates, pool_id) = match item.target {
@@ -230,6 +299,7 @@ pub async fn reserve_items(
         }
     }
     if !refused.is_empty() {
+        tx.batch_execute("ROLLBACK TO SAVEPOINT items").await.map_err(DbError::from)?;
         return Err(BookingError::ItemsRefused(refused));
     }
     let kind = if status == Status::Held { EventKind::ReservationHeld } else { EventKind::ReservationConfirmed };

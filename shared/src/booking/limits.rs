@@ -9,7 +9,7 @@
 
 use super::BookingError;
 use crate::db::{GenericClient, limits};
-use crate::domain::{Principal, Resource, judge_limits};
+use crate::domain::{Principal, Resource, judge_limits, limits_reach};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -24,13 +24,8 @@ pub(super) async fn judge(
     except: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<(), BookingError> {
-    let rules = &resource.policies.limits;
-    if rules.is_empty() || owner.admin {
-        return Ok(());
-    }
-    let zone = resource.calendar.time_zone;
-    let reach =
-        rules.iter().map(|l| l.reach(start, zone)).reduce(|(a, b), (c, d)| (a.min(c), b.max(d))).expect("some limit");
+    let (rules, zone) = (&resource.policies.limits, resource.calendar.time_zone);
+    let Some(reach) = limits_reach(rules, start, start, zone).filter(|_| !owner.admin) else { return Ok(()) };
     let others = limits::counted(tx, resource.id, &owner.id, reach, except, now).await?;
     judge_limits(rules, start, zone, &others).map_err(BookingError::LimitExceeded)
 }

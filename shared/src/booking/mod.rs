@@ -10,7 +10,10 @@
 //! a level (a confirm locks only its reservation, then settles its entry) but never
 //! goes back up one. Every path that changes a resource's load takes the resource lock
 //! first, so those paths serialize per resource and never deadlock; paths on different
-//! resources never contend. One path takes it shared: the one-statement hold of a
+//! resources never contend. A path that changes several resources' loads (a booking
+//! of several items, a series) takes all their rows in one statement, in id order, so
+//! that two such paths wait for each other instead of deadlocking. One path takes it
+//! shared: the one-statement hold of a
 //! capacity-1 resource (`FOR SHARE`), whose holds go side by side and
 //! are judged by the exclusion constraint; it still waits for, and is waited on by,
 //! every path that takes the row exclusively, so those never meet a hold in flight. A
@@ -47,8 +50,8 @@ pub use confirm::{Confirmed, confirm};
 pub use cursor::CursorKey;
 pub use extend::extend;
 pub use group::{
-    GroupRequest, ItemRequest, MAX_ITEMS, Refusal, RefusedItem, SlotsTogether, Span, Target, reserve_items,
-    slots_together,
+    GroupAttempt, GroupRequest, ItemRequest, MAX_ITEMS, Refusal, RefusedItem, SlotsTogether, Span, Target,
+    hold_items_at_once, reserve_items, slots_together,
 };
 pub use handover::{hand_over, on_freed};
 pub use hold::{Approval, Attempt, ReserveRequest, Reserved, hold_at_once, reserve};

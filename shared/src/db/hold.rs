@@ -22,7 +22,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::{Json, ToSql};
 use uuid::Uuid;
 
-statements![HOLD, HOLD_KEYED, PRECHECK, PRECHECK_MANY, RULES];
+statements![HOLD, HOLD_KEYED, HOLD_ITEMS, PRECHECK, PRECHECK_MANY, RULES];
 
 /// A hold or booking of a local resource in one round trip (`reservation_hold`).
 /// Capacity 1: the resource row shared and the insert with its event, the exclusion
@@ -198,6 +198,103 @@ fn hold_of(row: &Row) -> Result<Hold, DbError> {
         "general" => Hold::GeneralPath { rules_version: row.try_get("rules_version")? },
         "archived" => Hold::Archived,
         "key_taken" => Hold::KeyTaken,
+        other => return Err(DbError::Corrupt(format!("hold outcome {other}"))),
+    })
+}
+
+/// A booking of several items in one statement (`reservation_hold_items`), all or
+/// nothing, with its one event: the look before the locks, every resource of the
+/// booking locked in id order, the load under the locks, each item (a resource, or a
+/// pool's members in its strategy's order) judged in turn, then every row inserted.
+/// Rows: `reserved`, the lead's (with the booking's `items`); `unavailable`, one per
+/// item that did not fit (its place in `item`), nothing written; `general`, nothing
+/// done: a resource with calendar rules or limits, upstream or archived, a pool not
+/// found, a lapsed hold over the range.
+///
+/// Parameters: `$1` every item's row id (the first is the lead's, the booking's id),
+/// `$2` every item's resource or pool, `$3` whether it is a pool, `$4` its quantity,
+/// `$5` owner, `$6` start, `$7` end, `$8` confirm, `$9` now, `$10` metadata, `$11` the
+/// id of its event in the outbox.
+pub const HOLD_ITEMS: &str = concat!(
+    "SELECT outcome, item, ",
+    columns!(),
+    ", items FROM reservation_hold_items($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+);
+
+/// One item of [`NewHoldItems`]: a resource, or any one member of a pool.
+pub struct HoldItem {
+    pub target: Uuid,
+    pub pooled: bool,
+    pub quantity: i32,
+}
+
+pub struct NewHoldItems<'a> {
+    /// One row id per item; the first is the lead's, which names the booking.
+    pub ids: Vec<Uuid>,
+    pub items: Vec<HoldItem>,
+    pub event_id: Uuid,
+    pub owner: &'a str,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub confirmation: Confirmation,
+    pub metadata: &'a Metadata,
+    pub now: DateTime<Utc>,
+}
+
+/// What [`HOLD_ITEMS`] came to.
+// One value per request, moved once: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum HeldItems {
+    Reserved(Reservation),
+    /// The places of the items that did not fit; nothing was written.
+    Unavailable(Vec<usize>),
+    /// Nothing was done: the general path must decide, in a transaction.
+    GeneralPath,
+}
+
+/// See [`HOLD_ITEMS`]; in autocommit, where the statement is the transaction.
+pub async fn hold_items(c: &impl GenericClient, h: &NewHoldItems<'_>) -> Result<HeldItems, DbError> {
+    let stmt = c.prepare_cached(HOLD_ITEMS).await?;
+    let targets: Vec<Uuid> = h.items.iter().map(|i| i.target).collect();
+    let pooled: Vec<bool> = h.items.iter().map(|i| i.pooled).collect();
+    let quantities: Vec<i32> = h.items.iter().map(|i| i.quantity).collect();
+    let confirm = h.confirmation.is_now();
+    let metadata = Json(h.metadata);
+    let rows = c
+        .query(
+            &stmt,
+            &[
+                &h.ids,
+                &targets,
+                &pooled,
+                &quantities,
+                &h.owner,
+                &h.start,
+                &h.end,
+                &confirm,
+                &h.now,
+                &metadata,
+                &h.event_id,
+            ],
+        )
+        .await;
+    let rows = match rows {
+        Ok(rows) => rows,
+        // A capacity-1 booking's kept buffers from before its resource's were cleared:
+        // the statement rolled back, and the general path judges them.
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::EXCLUSION_VIOLATION) => {
+            return Ok(HeldItems::GeneralPath);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let Some(first) = rows.first() else { return Err(DbError::Corrupt("no hold outcome".into())) };
+    Ok(match first.try_get::<_, &str>("outcome")? {
+        "reserved" => HeldItems::Reserved(from_row(first)?),
+        "unavailable" => HeldItems::Unavailable(
+            rows.iter().map(|row| Ok(row.try_get::<_, i16>("item")? as usize)).collect::<Result<_, DbError>>()?,
+        ),
+        "general" => HeldItems::GeneralPath,
         other => return Err(DbError::Corrupt(format!("hold outcome {other}"))),
     })
 }

@@ -99,6 +99,7 @@ const FUNCTIONS: &[(&str, &str)] = &[
     ("idempotency_claim", include_str!("../../../sql/functions/idempotency_claim.sql")),
     ("reservation_event", include_str!("../../../sql/functions/reservation_event.sql")),
     ("reservation_hold", include_str!("../../../sql/functions/reservation_hold.sql")),
+    ("reservation_hold_items", include_str!("../../../sql/functions/reservation_hold_items.sql")),
     ("reservation_insert_if_fits", include_str!("../../../sql/functions/reservation_insert_if_fits.sql")),
     ("reservation_is_item", include_str!("../../../sql/functions/reservation_is_item.sql")),
     ("reservation_items", include_str!("../../../sql/functions/reservation_items.sql")),

@@ -134,6 +134,19 @@ impl BookingLimit {
 }
 
 /// The first of `limits` a booking starting at `start` breaks.
+/// The span whose bookings `limits` count for bookings starting from `first` to `last`:
+/// from the earliest of their windows to the latest. `None` without limits.
+pub fn limits_reach(
+    limits: &[BookingLimit],
+    first: DateTime<Utc>,
+    last: DateTime<Utc>,
+    zone: Tz,
+) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    let from = limits.iter().map(|l| l.reach(first, zone).0).min()?;
+    let to = limits.iter().map(|l| l.reach(last, zone).1).max()?;
+    Some((from, to))
+}
+
 pub fn judge_limits(
     limits: &[BookingLimit],
     start: DateTime<Utc>,

@@ -47,6 +47,11 @@ fn key_of(req: &Request) -> Result<Option<&str>, ApiError> {
     Ok(Some(key))
 }
 
+/// Whether the request carries an `Idempotency-Key` (a bad one is refused).
+pub fn carries_key(req: &Request) -> Result<bool, ApiError> {
+    key_of(req).map(|key| key.is_some())
+}
+
 /// What identifies a request for its key, and for the approval an upstream confirm
 /// records: method, path and canonical body, and the `scope` query parameter of a
 /// change to a series' occurrences when one is given (so that a key sent again with
@@ -190,7 +195,17 @@ pub async fn run_idempotent(
         let in_flight = match idempotency::claim(&tx, &k, fp, claim_times(state), CLAIM_WAIT).await {
             Ok(true) => {
                 let op = op.take().expect("the request runs once: it returns right after");
-                return run_claimed(state, &k, fp, req.uri().path(), tx, op).await;
+                return match run_claimed(&k, tx, op).await? {
+                    Ran::Answered(response) => Ok(response),
+                    Ran::Refused(e) => {
+                        // Stored on this connection: a second one, awaited while holding
+                        // it, could wait for ever once every connection is held so.
+                        let reply = e.into_reply_at(req.uri().path());
+                        let stored = (reply.status.as_u16(), &stored_headers(&reply), reply.body.as_slice());
+                        idempotency::store_failure(&client, &k, fp, stored, claim_times(state)).await?;
+                        Ok(mark_replayed(reply.into_response(), Answer::First))
+                    }
+                };
             }
             Ok(false) => false,
             Err(e) if e.sql_state() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => true,
@@ -220,18 +235,23 @@ fn claim_times(state: &AppState) -> idempotency::ClaimTimes {
     idempotency::ClaimTimes { now, expires_at: now + state.config.idempotency_retention }
 }
 
+/// How a request run under its claim ended.
+enum Ran {
+    /// Committed with its stored answer.
+    Answered(Response<Body>),
+    /// A final failure (4xx): rolled back, its answer still to be stored on its own.
+    Refused(ApiError),
+}
+
 /// Runs the request under its claim. Its answer is stored in its own transaction when
-/// it succeeds (one commit for both); a final failure (4xx) rolls the transaction back
-/// and is stored on its own, to be replayed too; server trouble (5xx) rolls back the
-/// claim with everything else, so that a retry runs afresh.
+/// it succeeds (one commit for both); a final failure (4xx) rolls the transaction back,
+/// and the caller stores it on its own, to be replayed too; server trouble (5xx) rolls
+/// back the claim with everything else, so that a retry runs afresh.
 async fn run_claimed(
-    state: &AppState,
     k: &KeyRef<'_>,
-    fp: &[u8],
-    instance: &str,
     tx: Transaction<'_>,
     op: impl AsyncFnOnce(&Transaction<'_>) -> Result<Reply, ApiError>,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Ran, ApiError> {
     match op(&tx).await {
         Ok(reply) => {
             let headers = stored_headers(&reply);
@@ -239,14 +259,11 @@ async fn run_claimed(
             // Should the commit's answer be lost, the retry finds the stored answer or
             // nothing, exactly as the transaction went: both or neither.
             tx.commit().await?;
-            Ok(mark_replayed(reply.into_response(), Answer::First))
+            Ok(Ran::Answered(mark_replayed(reply.into_response(), Answer::First)))
         }
         Err(e) if e.is_final() => {
             tx.rollback().await?;
-            let reply = e.into_reply_at(instance);
-            let stored = (reply.status.as_u16(), &stored_headers(&reply), reply.body.as_slice());
-            idempotency::store_failure(&state.pool.get().await?, k, fp, stored, claim_times(state)).await?;
-            Ok(mark_replayed(reply.into_response(), Answer::First))
+            Ok(Ran::Refused(e))
         }
         Err(e) => Err(e),
     }

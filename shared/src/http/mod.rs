@@ -12,7 +12,7 @@ mod problem;
 mod request;
 mod routes;
 
-pub use idempotency::{KeyedStatement, fingerprint, run_idempotent};
+pub use idempotency::{KeyedStatement, carries_key, fingerprint, run_idempotent};
 pub use lambda_http::{Body, Request, Response};
 pub use lists::{own_waitlist_query, reservations_query, resources_query, waitlist_query};
 pub use problem::{ApiError, PROBLEM_BASE, PROBLEM_TYPES, ProblemType, problem_type};

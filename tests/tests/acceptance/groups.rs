@@ -209,6 +209,80 @@ async fn fifty_bookings_of_a_pool_of_three_for_one_slot_have_exactly_three_winne
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bookings_in_one_statement_and_bookings_with_a_key_race_without_deadlock_nor_half_booking() {
+    let app = TestApp::spawn().await;
+    let (a, b) = (app.resource(1).await, app.resource(1).await);
+    let barrier = Arc::new(Barrier::new(100));
+    let results = join_all((0..100).map(|i| {
+        let items = if i % 2 == 0 {
+            json!([{"resource_id": a}, {"resource_id": b}])
+        } else {
+            json!([{"resource_id": b}, {"resource_id": a}])
+        };
+        let req = book(&app, &format!("user{i}"), items, 10, 11);
+        // Every other request has a key: the guard's transaction, beside the one statement.
+        let req = if i % 4 < 2 { req.header("idempotency-key", format!("k{i}")) } else { req };
+        let barrier = barrier.clone();
+        async move {
+            barrier.wait().await;
+            send(req).await
+        }
+    }))
+    .await;
+    let won = results.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
+    let lost = results.iter().filter(|(s, _)| *s == StatusCode::CONFLICT).count();
+    let other: Vec<_> =
+        results.iter().filter(|(s, _)| !matches!(*s, StatusCode::CREATED | StatusCode::CONFLICT)).collect();
+    assert_eq!((won, lost), (1, 99), "{other:?}");
+    assert_eq!(half_bookings(&app).await, 0);
+    assert_eq!(overbooked(&app).await, 0);
+}
+
+#[tokio::test]
+async fn items_of_one_booking_on_one_resource_count_against_each_other() {
+    let app = TestApp::spawn().await;
+    let (hall, desk) = (app.resource(2).await, app.resource(1).await);
+    let both = json!([{"resource_id": hall}, {"resource_id": desk}, {"resource_id": hall}]);
+    let (status, r) = send(book(&app, "alice", both, 10, 11)).await;
+    assert_eq!((status, r["items"].as_array().map(Vec::len)), (StatusCode::CREATED, Some(3)), "{r}");
+    let (status, problem) =
+        send(book(&app, "bob", json!([{"resource_id": hall, "quantity": 1}, {"resource_id": hall}]), 11, 12)).await;
+    assert_eq!(status, StatusCode::CREATED, "{problem}");
+    let (status, problem) =
+        send(book(&app, "carol", json!([{"resource_id": hall, "quantity": 2}, {"resource_id": hall}]), 12, 13)).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "slot-unavailable"), "{problem}");
+    assert_eq!(problem["items"], json!([{"index": 1, "resource_id": hall, "reason": "taken"}]));
+    assert_eq!(overbooked(&app).await, 0);
+    let over_two = app
+        .count(
+            "SELECT count(*) FROM (SELECT starts_at FROM reservations WHERE resource_id = $1 AND status = 'HELD'
+                                     GROUP BY starts_at HAVING sum(quantity) > 2) over_capacity",
+            &[&hall],
+        )
+        .await;
+    assert_eq!(over_two, 0);
+}
+
+#[tokio::test]
+async fn a_lapsed_hold_in_the_way_of_a_booking_of_several_goes_to_its_waiter_first() {
+    let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 30})).await;
+    let host = app.resource(1).await;
+    app.hold("alice", room, 10, 11).await;
+    let (status, bob) = app.join_waitlist("bob", room, 10, 11, 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{bob}");
+    clock.advance(Duration::seconds(31));
+    let (status, problem) =
+        send(book(&app, "mallory", json!([{"resource_id": host}, {"resource_id": room}]), 10, 11)).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "slot-unavailable"), "{problem}");
+    assert_eq!(problem["items"], json!([{"index": 1, "resource_id": room, "reason": "taken"}]));
+    assert_eq!(app.waitlist_entry("bob", &bob).await["status"], "OFFERED");
+    let left = app.count("SELECT count(*) FROM reservations WHERE owner = 'mallory'", &[]).await;
+    assert_eq!(left, 0, "nothing of the refused booking is left");
+}
+
 #[tokio::test]
 async fn a_pool_picks_by_its_strategy_and_the_same_state_gives_the_same_pick() {
     let app = TestApp::spawn().await;
