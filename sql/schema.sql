@@ -968,6 +968,20 @@ CREATE TABLE public.approvals (
 );
 
 --
+-- Name: calendar_feeds; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.calendar_feeds (
+    id uuid NOT NULL,
+    token_hash bytea NOT NULL,
+    owner text NOT NULL,
+    resource_id uuid,
+    created_at timestamp with time zone NOT NULL,
+    rotated_at timestamp with time zone,
+    CONSTRAINT calendar_feeds_token_hash_sha256 CHECK ((octet_length(token_hash) = 32))
+);
+
+--
 -- Name: idempotency_keys; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1344,6 +1358,20 @@ ALTER TABLE ONLY public.approvals
     ADD CONSTRAINT approvals_pkey PRIMARY KEY (id);
 
 --
+-- Name: calendar_feeds calendar_feeds_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.calendar_feeds
+    ADD CONSTRAINT calendar_feeds_pkey PRIMARY KEY (id);
+
+--
+-- Name: calendar_feeds calendar_feeds_token_hash_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.calendar_feeds
+    ADD CONSTRAINT calendar_feeds_token_hash_key UNIQUE (token_hash);
+
+--
 -- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1519,6 +1547,12 @@ ALTER TABLE ONLY public.webhook_resends
     ADD CONSTRAINT webhook_resends_pkey PRIMARY KEY (endpoint_id, event_id);
 
 --
+-- Name: calendar_feeds_resource_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX calendar_feeds_resource_idx ON public.calendar_feeds USING btree (resource_id) WHERE (resource_id IS NOT NULL);
+
+--
 -- Name: idempotency_keys_expires_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1589,6 +1623,12 @@ CREATE INDEX reservations_active_period_idx ON public.reservations USING gist (r
 --
 
 CREATE INDEX reservations_booking_idx ON public.reservations USING btree (booking_id, item) WHERE (booking_id IS NOT NULL);
+
+--
+-- Name: reservations_cancelled_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reservations_cancelled_idx ON public.reservations USING btree (resource_id, updated_at) WHERE ((status)::text = 'CANCELLED'::text);
 
 --
 -- Name: reservations_created_idx; Type: INDEX; Schema: public; Owner: -
@@ -1753,6 +1793,13 @@ ALTER TABLE ONLY public.approvals
 
 ALTER TABLE ONLY public.approvals
     ADD CONSTRAINT approvals_waitlist_entry_fkey FOREIGN KEY (waitlist_entry_id) REFERENCES public.waitlist_entries(id);
+
+--
+-- Name: calendar_feeds calendar_feeds_resource_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.calendar_feeds
+    ADD CONSTRAINT calendar_feeds_resource_fkey FOREIGN KEY (resource_id) REFERENCES public.resources(id);
 
 --
 -- Name: intents intents_reservation_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

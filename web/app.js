@@ -25,6 +25,8 @@
   // and a stage prefix in front of both is kept.
   const API = new URL('.', location.href);
   const IDENTITY = document.body.dataset.identity === 'bearer' ? 'bearer' : 'header';
+  // The delivery attempts the admin panel shows, newest first.
+  const DELIVERIES_SHOWN = 20;
 
   const $ = (id) => document.getElementById(id);
   const el = (tag, attrs, ...children) => {
@@ -663,6 +665,52 @@
     }
   }
 
+  // ---- webhook deliveries ------------------------------------------------------
+
+  /** The admin panel's delivery log: the endpoints to choose from, and the chosen
+   *  one's latest attempts, newest first, each with its answer or why there was none. */
+  async function refreshDeliveries() {
+    if (!state.admin || !$('admin').open) return;
+    const select = $('webhook');
+    const list = $('deliveries');
+    const endpoints = await api('GET', 'v1/webhooks?limit=100');
+    if (endpoints.status !== 200) {
+      list.replaceChildren(el('li', { class: 'muted', text: explain(endpoints.body) }));
+      return;
+    }
+    const chosen = select.value;
+    select.replaceChildren(...endpoints.body.items.map((w) => el('option', {
+      value: w.id,
+      text: w.url + (w.disabled_at ? ' (disabled)' : ''),
+    })));
+    if (endpoints.body.items.some((w) => w.id === chosen)) select.value = chosen;
+    if (!select.value) {
+      list.replaceChildren(el('li', { class: 'muted', text: 'No webhook endpoints.' }));
+      return;
+    }
+    const log = await api('GET', 'v1/webhooks/' + select.value + '/deliveries?limit=' + DELIVERIES_SHOWN);
+    if (log.status !== 200) {
+      list.replaceChildren(el('li', { class: 'muted', text: explain(log.body) }));
+      return;
+    }
+    if (!log.body.items.length) {
+      list.replaceChildren(el('li', { class: 'muted', text: 'Nothing sent yet.' }));
+      return;
+    }
+    list.replaceChildren(...log.body.items.map((a) => {
+      const time = (t) => fmt(Date.parse(t), undefined, { day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
+      const accepted = a.status_code !== null && a.status_code >= 200 && a.status_code < 300;
+      const answer = a.status_code !== null ? 'HTTP ' + a.status_code : 'no answer';
+      let text = a.event_type + ' · try ' + a.attempt + (a.trigger === 'queue' ? '' : ' (' + a.trigger + ')') +
+        ' · ' + time(a.attempted_at) + ' · ' + answer + ' in ' + a.duration_ms + ' ms';
+      if (a.error) text += ': ' + a.error;
+      if (a.next_attempt_at) text += ' · next try ' + time(a.next_attempt_at);
+      return el('li', { 'data-id': a.id, 'data-event': a.event_id, 'data-outcome': accepted ? 'accepted' : 'failed' },
+        el('span', { class: 'what', text }),
+        el('span', { class: 'badge ' + (accepted ? 'ok' : 'error'), text: accepted ? 'accepted' : 'failed' }));
+    }));
+  }
+
   // ---- the admin's settings ----------------------------------------------------
 
   const WEEKDAYS = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'];
@@ -846,6 +894,7 @@
       else if (s.status !== 200) say(explain(s.body), 'error');
       await refreshBookings(resource);
     }
+    await refreshDeliveries();
   }
 
   /** Every second: the countdowns, and a refresh as soon as one reaches zero. */
@@ -914,6 +963,7 @@
     $('release').addEventListener('click', () => cancelReservation(state.holdId, 'Release'));
     $('move-stop').addEventListener('click', () => { stopMoving(); say('Not moved.'); refresh(); });
     $('admin').addEventListener('toggle', () => refresh());
+    $('webhook').addEventListener('change', () => refresh());
     $('set-always-open').addEventListener('change', (e) => {
       for (const day of WEEKDAYS) $('set-hours-' + day).disabled = e.target.checked;
     });

@@ -259,30 +259,60 @@ pub const NOTIFIER_TRIES: u32 = 5;
 /// the notifier's own message handler, which signs and posts it to the registered
 /// endpoints. One that some endpoint did not accept comes back after 1, 2, 4, 8 s, as
 /// SQS would deliver it again, and is dropped with an error line after
-/// [`NOTIFIER_TRIES`] tries (where SQS would move it to the dead-letter queue). Unlike
-/// the FIFO queue, a retried event no longer holds back its subject's later events.
+/// [`NOTIFIER_TRIES`] tries (where SQS would move it to the dead-letter queue).
+///
+/// As on the FIFO events queue (one message group per subject), a subject's events go
+/// out one after the other in the order they came, a retried one holding back the
+/// ones after it; different subjects' events go out side by side.
 pub async fn run_notifier(
     notifier: std::sync::Arc<notifier::Notifier>,
     mut queue: tokio::sync::mpsc::UnboundedReceiver<shared::outbox::Envelope>,
 ) {
+    // The events waiting behind the one being delivered, per subject. A subject is a
+    // key while a task works through its events; the task removes it when none wait.
+    let waiting: Arc<std::sync::Mutex<Waiting>> = Arc::default();
     while let Some(envelope) = queue.recv().await {
         tracing::info!(event_id = %envelope.id, kind = %envelope.kind, subject_id = %envelope.subject_id, "event");
-        let notifier = notifier.clone();
+        let subject = envelope.subject_id;
+        {
+            let mut waiting = waiting.lock().expect("no task panics holding the lock");
+            if let Some(behind) = waiting.get_mut(&subject) {
+                behind.push_back(envelope);
+                continue;
+            }
+            waiting.insert(subject, std::collections::VecDeque::new());
+        }
+        let (notifier, waiting) = (notifier.clone(), waiting.clone());
         tokio::spawn(async move {
-            let mut message = aws_lambda_events::sqs::SqsMessage::default();
-            message.message_id = Some(envelope.id.to_string());
-            message.body = serde_json::to_string(&envelope).ok();
-            for attempt in 1..=NOTIFIER_TRIES {
-                // The try's number, as SQS would count it, for the delivery log.
-                message.attributes.insert("ApproximateReceiveCount".into(), attempt.to_string());
-                if notifier::process_message(&notifier, &message).await.is_none() {
-                    return;
-                }
-                if attempt < NOTIFIER_TRIES {
-                    tokio::time::sleep(std::time::Duration::from_secs(1 << (attempt - 1))).await;
+            let mut next = Some(envelope);
+            while let Some(envelope) = next {
+                deliver_event(&notifier, envelope).await;
+                let mut waiting = waiting.lock().expect("no task panics holding the lock");
+                next = waiting.get_mut(&subject).and_then(std::collections::VecDeque::pop_front);
+                if next.is_none() {
+                    waiting.remove(&subject);
                 }
             }
-            tracing::error!(event_id = %envelope.id, tries = NOTIFIER_TRIES, "event given up after every try");
         });
     }
+}
+
+type Waiting = std::collections::HashMap<uuid::Uuid, std::collections::VecDeque<shared::outbox::Envelope>>;
+
+/// One event through the notifier's handler, tried up to [`NOTIFIER_TRIES`] times.
+async fn deliver_event(notifier: &notifier::Notifier, envelope: shared::outbox::Envelope) {
+    let mut message = aws_lambda_events::sqs::SqsMessage::default();
+    message.message_id = Some(envelope.id.to_string());
+    message.body = serde_json::to_string(&envelope).ok();
+    for attempt in 1..=NOTIFIER_TRIES {
+        // The try's number, as SQS would count it, for the delivery log.
+        message.attributes.insert("ApproximateReceiveCount".into(), attempt.to_string());
+        if notifier::process_message(notifier, &message).await.is_none() {
+            return;
+        }
+        if attempt < NOTIFIER_TRIES {
+            tokio::time::sleep(std::time::Duration::from_secs(1 << (attempt - 1))).await;
+        }
+    }
+    tracing::error!(event_id = %envelope.id, tries = NOTIFIER_TRIES, "event given up after every try");
 }

@@ -6,11 +6,12 @@
 //!   rules: range validation (`validate`), the load profile behind `free` (`load`),
 //!   calendar rules (`calendar`: the rules as written, local time, judging a range, the
 //!   grid of slots), booking policies (`policies`: deadlines, extension, limits and
-//!   their windows), and `recurrence` (the RRULE subset of series, expanded in a zone's
-//!   wall-clock time). No I/O, no Lambda types.
+//!   their windows), `recurrence` (the RRULE subset of series, expanded in a zone's
+//!   wall-clock time) and `ical` (calendar feeds as RFC 5545 text: folding, escaping,
+//!   the derived `SEQUENCE`). No I/O, no Lambda types.
 //! - [`db`]: the pool, the migration step, and one module of named SQL per table
 //!   (`resources`, `reservations`, `waitlist`, `idempotency`, `outbox`, `intents`,
-//!   `breakers`, `upstream_views`, `seat_polls`, `webhooks`, `series`), plus `hold` (the
+//!   `breakers`, `upstream_views`, `seat_polls`, `webhooks`, `series`, `feeds`), plus `hold` (the
 //!   one-statement hold), `lapse` (holds past their expiry), `limits` (what a principal
 //!   has live on a resource) and `reservation_lists`.
 //!   The rules that make double-booking impossible are SQL: the exclusion constraint on
@@ -23,7 +24,8 @@
 //!   `waitlist`, `handover` (freed capacity to the waitlist, first fit in FIFO order),
 //!   `group` (bookings of several items), `pools`, `series` (recurring series, each
 //!   occurrence held by `hold`'s general path or `group`, and the scope of a change to
-//!   them), `waits`, `sweep` (the scheduled expiry and purges) and
+//!   them), `feeds` (calendar feeds: tokens stored as hashes, the bookings a feed
+//!   shows), `waits`, `sweep` (the scheduled expiry and purges) and
 //!   `lists` (keyset pages with signed cursors, `cursor`). The lock order is written in
 //!   `booking`'s overview. Each takes a client or a transaction and the current time,
 //!   so a caller composes them into one transaction and a test moves the clock.

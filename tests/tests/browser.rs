@@ -1013,3 +1013,81 @@ async fn a_person_sees_the_day_their_limit_closed_and_why_their_booking_can_no_l
     let (status, body) = app.reserve("bob", room, (&start, &end), 1).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
 }
+
+/// A webhook receiver on 127.0.0.1 that accepts every delivery with a 204; stops when
+/// its task is aborted.
+async fn accepting_receiver() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|_req| async {
+                    let empty = http_body_util::Full::new(hyper::body::Bytes::new());
+                    Ok::<_, std::convert::Infallible>(hyper::Response::builder().status(204).body(empty).unwrap())
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            });
+        }
+    });
+    (url, task)
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn an_admin_reads_an_endpoints_recent_deliveries_accepted_and_failed_in_the_admin_panel() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let lobby = app.resource_with(json!({"name": "Lobby"})).await;
+    let (receiver_url, receiver) = accepting_receiver().await;
+    let register = async |url: &str| {
+        let body = json!({"url": url, "event_types": ["reservation.held"]});
+        let (status, endpoint) = send(app.post("admin", "/v1/webhooks", &body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{endpoint}");
+        endpoint["id"].as_str().unwrap().to_string()
+    };
+    let taking = register(&receiver_url).await;
+    // Nothing listens on port 1: every attempt there fails without an answer.
+    let refusing = register("http://127.0.0.1:1/hook").await;
+    app.hold("alice", lobby, 10, 11).await;
+    let notifier = notifier::Notifier {
+        state: app.state.clone(),
+        sender: shared::notify::Sender::new(Duration::from_secs(5)),
+        queue: None,
+    };
+    for event in app.take_messages(shared::outbox::Topic::Events).await {
+        notifier::process_message(&notifier, &acceptance::sqs_record(&event)).await;
+    }
+    receiver.abort();
+    let page = driver.browser().await;
+    page.open(&app, "/", "admin", lobby).await;
+    page.click("#admin summary").await;
+    let choose = async |endpoint: &str| {
+        page.wait_for(
+            "the endpoints listed",
+            &format!("[...document.querySelectorAll('#webhook option')].some(o => o.value === '{endpoint}')"),
+        )
+        .await;
+        page.js(
+            "const s = document.getElementById('webhook'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+            json!([endpoint]),
+        )
+        .await;
+    };
+
+    choose(&taking).await;
+    page.wait_for("the accepted delivery", "document.querySelector('#deliveries li[data-outcome=accepted]')").await;
+    let accepted = page.text("#deliveries li").await;
+    assert!(accepted.contains("reservation.held · try 1") && accepted.contains("HTTP 204"), "{accepted}");
+    assert!(accepted.contains("accepted"), "{accepted}");
+
+    choose(&refusing).await;
+    page.wait_for("the failed delivery", "document.querySelector('#deliveries li[data-outcome=failed]')").await;
+    let failed = page.text("#deliveries li").await;
+    assert!(failed.contains("reservation.held · try 1") && failed.contains("no answer"), "{failed}");
+    assert!(failed.contains("next try"), "the queue tries again: {failed}");
+    let findings = page.accessibility_findings().await;
+    assert!(findings.is_empty(), "{findings:#?}");
+}

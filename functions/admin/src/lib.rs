@@ -14,6 +14,13 @@
 //! `POST /v1/webhooks/{id}/recover` (enable it again and resend what it failed to
 //! take), the two POSTs inside the idempotency guard.
 //!
+//! Calendar feeds: `POST /v1/feeds` makes one of the caller's own bookings (`{}`) or,
+//! for admins, of a resource's (`{"resource_id"}`), and answers its URL, the one time
+//! it is shown; `DELETE /v1/feeds/{id}` revokes it and `POST /v1/feeds/{id}/rotate`
+//! gives it a new URL, for its owner and for admins. Not inside the idempotency guard:
+//! a stored answer would keep the URL's token, which is stored nowhere else; a retried
+//! create makes a second feed, which its owner can revoke.
+//!
 //! Pools, which an item of a booking is picked from: `POST /v1/pools`,
 //! `PATCH /v1/pools/{id}` (both inside the idempotency guard) and
 //! `DELETE /v1/pools/{id}` are for admins; `GET /v1/pools` and `GET /v1/pools/{id}` for
@@ -176,6 +183,28 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 Ok(Reply::json(StatusCode::OK, &recovery))
             })
             .await
+        }
+        Op::CreateFeed => {
+            let body = json_body(req, EmptyBody::Allowed)?;
+            let resource_id = body.read(|f| Some(f.nullable("resource_id", fields::uuid)))?;
+            if resource_id.is_some() && !who.admin {
+                return Err(ApiError::Forbidden);
+            }
+            let client = state.pool.get().await?;
+            let feed = booking::create_feed(&client, &who, resource_id, state.clock.now()).await?;
+            Ok(Reply::json(StatusCode::CREATED, &feed).with_location(feed.url.clone()).into_response())
+        }
+        Op::DeleteFeed => {
+            let id = matched.id(ApiError::FeedNotFound)?;
+            booking::delete_feed(&state.pool.get().await?, &who, id).await?;
+            Ok(Reply::empty(StatusCode::NO_CONTENT).into_response())
+        }
+        Op::RotateFeed => {
+            let id = matched.id(ApiError::FeedNotFound)?;
+            let body = json_body(req, EmptyBody::Allowed)?;
+            body.read(|_| Some(()))?;
+            let feed = booking::rotate_feed(&state.pool.get().await?, &who, id, state.clock.now()).await?;
+            Ok(Reply::json(StatusCode::OK, &feed).into_response())
         }
         Op::CreatePool | Op::UpdatePool | Op::DeletePool if !who.admin => Err(ApiError::Forbidden),
         Op::CreatePool => {

@@ -3,6 +3,7 @@
 //! list; everyone's for admins), `GET /v1/reservations/{id}`,
 //! `GET /v1/resources/{id}/waitlist` (a resource's queue, admins only), `GET /v1/waitlist`
 //! (the caller's own entries),
+//! `GET /v1/feeds/{token}.ics` (a calendar feed, public: the token is the key),
 //! `GET /v1/resources/{id}/slots` and `GET /v1/slots` (bookable starts of one or several
 //! resources, after their calendar rules), `GET /v1/waitlist/{id}`, `GET /v1/health`, `GET /v1/problems/{slug}` (the page
 //! a problem's `type` leads to) and `GET /app`, the booking page ([`page`]). Reads take no locks. For an upstream
@@ -18,8 +19,8 @@ use shared::AppState;
 use shared::booking;
 use shared::domain::Principal;
 use shared::http::{
-    ApiError, Function, Op, Reply, Rfc3339, own_waitlist_query, principal, query_param, query_params,
-    reservations_query, respond, route_for, waitlist_query,
+    ApiError, Function, Op, Reply, Rfc3339, etag, not_modified, own_waitlist_query, principal, query_param,
+    query_params, reservations_query, respond, route_for, waitlist_query,
 };
 use shared::upstream::{UpstreamError, cache};
 
@@ -35,6 +36,8 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         Op::GetProblem => return problem_page(matched.id),
         // Public too: the page carries no data; it asks the API as whoever signs in.
         Op::GetPage => return Ok(page::reply(&state.config).into_response()),
+        // Public: the token in the URL is the key (see `feed`).
+        Op::GetFeed => return feed(state, req, matched.id).await,
         _ => {}
     }
     let now = state.clock.now();
@@ -86,6 +89,28 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         _ => return Err(ApiError::RouteNotFound),
     };
     Ok(reply.into_response())
+}
+
+/// A calendar feed, `GET /v1/feeds/{token}.ics`: read without a principal, the token
+/// being the key. Its `ETag` is a hash of its bytes (which carry no clock of their own),
+/// so a calendar that sends it back in `If-None-Match` gets a 304 while nothing in the
+/// feed changed. `no-cache`: a client keeps it, but asks again before using it.
+async fn feed(state: &AppState, req: &Request, segment: Option<&str>) -> Result<Response<Body>, ApiError> {
+    let segment = segment.ok_or(ApiError::FeedNotFound)?;
+    let client = state.pool.get().await?;
+    let ics = booking::read_feed(&client, segment, state.clock.now()).await?.to_ics();
+    let tag = etag(ics.as_bytes());
+    let builder =
+        Response::builder().header(http::header::ETAG, &tag).header(http::header::CACHE_CONTROL, "private, no-cache");
+    let response = if not_modified(req, &tag) {
+        builder.status(StatusCode::NOT_MODIFIED).body(Body::Empty)
+    } else {
+        builder
+            .status(StatusCode::OK)
+            .header(http::header::CONTENT_TYPE, shared::http::CALENDAR)
+            .body(Body::Binary(ics.into_bytes()))
+    };
+    response.map_err(|e| ApiError::Internal(Box::new(e)))
 }
 
 /// The calendar reads: availability and slots. They show what is taken and free, never

@@ -27,6 +27,7 @@ mod calendar;
 mod confirm;
 mod cursor;
 mod extend;
+mod feeds;
 mod group;
 mod handover;
 mod hold;
@@ -49,6 +50,10 @@ pub use availability::{
 pub use confirm::{Confirmed, confirm};
 pub use cursor::CursorKey;
 pub use extend::extend;
+pub use feeds::{
+    CANCELLED_KEPT_DAYS, FEED_AHEAD_DAYS, FEED_PAST_DAYS, FeedUrl, MAX_EVENTS, create_feed, delete_feed, read_feed,
+    rotate_feed,
+};
 pub use group::{
     GroupAttempt, GroupRequest, ItemRequest, MAX_ITEMS, Refusal, RefusedItem, SlotsTogether, Span, Target,
     hold_items_at_once, reserve_items, slots_together,
@@ -103,6 +108,9 @@ pub enum BookingError {
     PoolNotFound(uuid::Uuid),
     #[error("series not found")]
     SeriesNotFound,
+    /// No live feed has this token, or no feed of this id is the caller's.
+    #[error("feed not found")]
+    FeedNotFound,
     /// Occurrences of a series that could not be held: the series was not made, and
     /// the caller rolls its transaction back.
     #[error("occurrences of the series could not be held")]

@@ -30,6 +30,7 @@ macro_rules! statement_modules {
 statement_modules! {
     breakers,
     cursor_key,
+    feeds,
     hold,
     idempotency,
     intents,

@@ -2,6 +2,7 @@
 //! Lambda; everything here is a value that tests build by hand.
 
 pub mod calendar;
+pub mod ical;
 mod load;
 mod patch;
 pub mod policies;

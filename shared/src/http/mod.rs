@@ -16,7 +16,10 @@ pub use idempotency::{KeyedStatement, carries_key, fingerprint, run_idempotent};
 pub use lambda_http::{Body, Request, Response};
 pub use lists::{own_waitlist_query, reservations_query, resources_query, waitlist_query};
 pub use problem::{ApiError, PROBLEM_BASE, PROBLEM_TYPES, ProblemType, problem_type};
-pub use request::{EmptyBody, JsonBody, Rfc3339, json_body, principal, query_names, query_param, query_params, scope};
+pub use request::{
+    EmptyBody, JsonBody, Rfc3339, etag, json_body, not_modified, principal, query_names, query_param, query_params,
+    scope,
+};
 pub use routes::{Function, Matched, Op, ROUTES, RouteSpec, methods_of, route, route_for};
 
 use http::{HeaderValue, StatusCode, header};
@@ -28,6 +31,8 @@ use tracing::Instrument;
 pub const JSON: &str = "application/json";
 pub const PROBLEM_JSON: &str = "application/problem+json";
 pub const HTML: &str = "text/html; charset=utf-8";
+/// A calendar feed (RFC 5545 §8.1).
+pub const CALENDAR: &str = "text/calendar; charset=utf-8";
 
 /// A response as data: what handlers produce and what idempotency records store.
 #[derive(Debug, Clone)]

@@ -50,6 +50,7 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     ProblemType::WEBHOOK_DELIVERY_NOT_FOUND,
     ProblemType::POOL_NOT_FOUND,
     ProblemType::SERIES_NOT_FOUND,
+    ProblemType::FEED_NOT_FOUND,
     ProblemType::PROBLEM_TYPE_NOT_FOUND,
     ProblemType::METHOD_NOT_ALLOWED,
     ProblemType::SLOT_UNAVAILABLE,
@@ -155,6 +156,12 @@ impl ProblemType {
         status: 404,
         title: "Series not found",
         description: "No recurring series with this id is visible to the principal: it does not exist, or it is another principal's.",
+    };
+    pub const FEED_NOT_FOUND: ProblemType = ProblemType {
+        slug: "feed-not-found",
+        status: 404,
+        title: "Feed not found",
+        description: "No calendar feed is at this URL, or no feed with this id is the principal's: the URL was revoked or rotated, or never was one. The answer is the same whichever it is. Make a new feed (`POST /v1/feeds`), or ask its owner for its current URL.",
     };
     pub const UPSTREAM_NOT_GROUPABLE: ProblemType = ProblemType {
         slug: "upstream-not-groupable",
@@ -382,6 +389,8 @@ pub enum ApiError {
     PoolNotFound,
     #[error("series not found")]
     SeriesNotFound,
+    #[error("feed not found")]
+    FeedNotFound,
     /// Occurrences of a series that could not be held, each with its own problem. The
     /// answer takes the status and type of the first one's problem (409
     /// `slot-unavailable`, 422 `outside-schedule`, ...); `occurrences` lists them all.
@@ -465,6 +474,7 @@ impl ApiError {
             ApiError::SlotUnavailable => &ProblemType::SLOT_UNAVAILABLE,
             ApiError::PoolNotFound => &ProblemType::POOL_NOT_FOUND,
             ApiError::SeriesNotFound => &ProblemType::SERIES_NOT_FOUND,
+            ApiError::FeedNotFound => &ProblemType::FEED_NOT_FOUND,
             ApiError::OccurrencesNotHeld(occurrences) => occurrences
                 .first()
                 .and_then(|o| o.problem["type"].as_str())
@@ -528,6 +538,7 @@ impl ApiError {
             ApiError::SlotUnavailable => "The requested capacity is taken for some part of the range.".into(),
             ApiError::PoolNotFound => "No such pool.".into(),
             ApiError::SeriesNotFound => "No such series.".into(),
+            ApiError::FeedNotFound => "No such feed.".into(),
             ApiError::OccurrencesNotHeld(occurrences) => format!(
                 "{} of the series' occurrences could not be held; nothing was booked. See occurrences.",
                 occurrences.len()
@@ -819,6 +830,7 @@ impl From<BookingError> for ApiError {
             BookingError::SlotUnavailable => ApiError::SlotUnavailable,
             BookingError::PoolNotFound(_) => ApiError::PoolNotFound,
             BookingError::SeriesNotFound => ApiError::SeriesNotFound,
+            BookingError::FeedNotFound => ApiError::FeedNotFound,
             BookingError::OccurrencesRefused(occurrences) => ApiError::OccurrencesNotHeld(occurrences),
             BookingError::ItemsRefused(items) => ApiError::ItemsNotHeld(items),
             BookingError::UpstreamInGroup { index } => ApiError::UpstreamNotGroupable { index },
@@ -911,7 +923,8 @@ mod tests {
             ApiError::WebhookDisabled => ApiError::SlotUnavailable,
             ApiError::SlotUnavailable => ApiError::PoolNotFound,
             ApiError::PoolNotFound => ApiError::SeriesNotFound,
-            ApiError::SeriesNotFound => ApiError::OccurrencesNotHeld(vec![]),
+            ApiError::SeriesNotFound => ApiError::FeedNotFound,
+            ApiError::FeedNotFound => ApiError::OccurrencesNotHeld(vec![]),
             ApiError::OccurrencesNotHeld(_) => ApiError::UpstreamNotGroupable { index: 1 },
             ApiError::UpstreamNotGroupable { .. } => ApiError::ItemsNotHeld(vec![]),
             ApiError::ItemsNotHeld(_) => ApiError::ReservationNotHeld { status: "EXPIRED" },
@@ -958,7 +971,7 @@ mod tests {
             assert_eq!((page.status, page.title), (reply.status.as_u16(), body["title"].as_str().unwrap()), "{slug}");
             answered.insert(slug);
         }
-        assert_eq!(variants, 40, "the walk reaches every variant");
+        assert_eq!(variants, 41, "the walk reaches every variant");
         let pages: std::collections::BTreeSet<_> = PROBLEM_TYPES.iter().map(|t| t.slug.to_string()).collect();
         assert_eq!(answered, pages, "every page describes a problem some variant answers");
     }

@@ -47,6 +47,24 @@ fn identify(req: &Request, config: &Config) -> Result<Principal, ApiError> {
     }
 }
 
+/// A strong entity tag (RFC 9110 §8.8.3) for a representation: a hash of its bytes,
+/// so equal bytes give the same tag on every instance of every function.
+pub fn etag(body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(body);
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+/// Whether the request's `If-None-Match` names `etag` (or is `*`): the client has this
+/// representation, and the answer is a 304. The comparison is the weak one the header
+/// calls for (RFC 9110 §13.1.2): a `W/` prefix is ignored.
+pub fn not_modified(req: &Request, etag: &str) -> bool {
+    req.headers().get_all(header::IF_NONE_MATCH).iter().filter_map(|v| v.to_str().ok()).any(|list| {
+        list.split(',').map(str::trim).any(|tag| tag == "*" || tag.strip_prefix("W/").unwrap_or(tag) == etag)
+    })
+}
+
 /// A request's JSON object and its canonical form (keys sorted, no whitespace), which
 /// is what an idempotency fingerprint covers: reordering fields is the same request.
 /// Its fields are read with [`JsonBody::read`] (see [`super::fields`]).
@@ -197,6 +215,22 @@ pub fn scope(req: &Request) -> Result<crate::booking::Scope, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn if_none_match_names_the_tag_weakly_or_with_a_star() {
+        let tag = etag(b"BEGIN:VCALENDAR");
+        assert!(tag.starts_with('"') && tag.ends_with('"') && tag.len() == 34, "{tag}");
+        let asking = |value: &str| {
+            let req: Request =
+                http::Request::builder().header("if-none-match", value).body(lambda_http::Body::Empty).unwrap();
+            not_modified(&req, &tag)
+        };
+        assert!(asking(&tag));
+        assert!(asking(&format!("\"other\", W/{tag}")));
+        assert!(asking("*"));
+        assert!(!asking("\"other\""));
+        assert!(!not_modified(&http::Request::builder().body(lambda_http::Body::Empty).unwrap(), &tag));
+    }
 
     #[test]
     fn timestamps_need_an_offset() {

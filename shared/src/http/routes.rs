@@ -61,6 +61,10 @@ pub enum Op {
     ListPools,
     CreateSeries,
     GetSeries,
+    CreateFeed,
+    GetFeed,
+    DeleteFeed,
+    RotateFeed,
     GetPool,
     UpdatePool,
     DeletePool,
@@ -179,6 +183,12 @@ pub const ROUTES: &[RouteSpec] = &[
     RouteSpec { method: "DELETE", path: "/v1/pools/{id}", op: Op::DeletePool, function: Function::Admin },
     RouteSpec { method: "POST", path: "/v1/series", op: Op::CreateSeries, function: Function::Reserve },
     RouteSpec { method: "GET", path: "/v1/series/{id}", op: Op::GetSeries, function: Function::Availability },
+    // Calendar feeds. The read is public (its `{id}` is the feed's `{token}.ics`: the
+    // token is the key) and served by the read function; the rest by the admin one.
+    RouteSpec { method: "POST", path: "/v1/feeds", op: Op::CreateFeed, function: Function::Admin },
+    RouteSpec { method: "GET", path: "/v1/feeds/{id}", op: Op::GetFeed, function: Function::Availability },
+    RouteSpec { method: "DELETE", path: "/v1/feeds/{id}", op: Op::DeleteFeed, function: Function::Admin },
+    RouteSpec { method: "POST", path: "/v1/feeds/{id}/rotate", op: Op::RotateFeed, function: Function::Admin },
 ];
 
 /// A matched route with its raw path ids (parsed by the handler, so that a non-UUID

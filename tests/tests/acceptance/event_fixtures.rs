@@ -154,8 +154,9 @@ fn every_fixture_becomes_a_request_on_the_route_its_file_name_says() {
             .unwrap_or_else(|e| panic!("{}: {} {} matches no route: {e:?}", f.stem, req.method(), req.uri().path()));
         assert_eq!(matched.spec.op, op, "{}: routed to {:?}", f.stem, matched.spec.op);
         if let Some(id) = matched.id {
-            // A problem page's id is its slug; every other id is a UUID.
-            let is_id = op == Op::GetProblem || uuid::Uuid::parse_str(id).is_ok();
+            // A problem page's id is its slug, a feed's its `{token}.ics`; every other id
+            // is a UUID.
+            let is_id = [Op::GetProblem, Op::GetFeed].contains(&op) || uuid::Uuid::parse_str(id).is_ok();
             assert!(is_id, "{}: the path id {id} is a UUID", f.stem);
             assert_eq!(req.path_parameters_ref().and_then(|p| p.first("id")), Some(id), "{}: path parameter", f.stem);
         }
@@ -189,9 +190,9 @@ fn in_jwt_mode_the_principal_is_the_sub_claim_and_admin_follows_the_scope() {
                 assert_eq!(principal(&spoofed, &config).unwrap().id, *sub, "{}: X-Principal is ignored", f.stem);
             }
             None => {
-                // Only health, the problem pages and the booking page are served without
-                // the JWT authorizer.
-                let public = [Op::Health, Op::GetProblem, Op::GetPage].contains(&op_of(&f.stem));
+                // Only health, the problem pages, the booking page and the calendar
+                // feeds are served without the JWT authorizer.
+                let public = [Op::Health, Op::GetProblem, Op::GetPage, Op::GetFeed].contains(&op_of(&f.stem));
                 assert!(public, "{}: only health and the pages come without authorizer claims", f.stem);
                 assert!(matches!(principal(&req, &config), Err(ApiError::Unauthenticated(_))));
             }

@@ -12,6 +12,7 @@ mod conventions;
 mod database_tls;
 mod event_fixtures;
 mod faults;
+mod feeds;
 mod groups;
 mod handlers;
 mod hostile_clients;

@@ -78,9 +78,11 @@ fn every_route_of_the_contract_is_documented_and_nothing_else_is() {
                 assert_eq!(path_params, in_template, "{method} {path}: path parameters");
                 let responses = op["responses"].as_object().expect("responses");
                 assert!(responses.contains_key("500"), "{method} {path} documents its 500");
-                // Public: health, the problem pages and the booking page (static; its script
-                // sends the identity with each API call).
-                if !["/v1/health", "/v1/problems/{id}", "/app"].contains(&path.as_str()) {
+                // Public: health, the problem pages, the booking page (static; its script
+                // sends the identity with each API call) and a calendar feed's read.
+                let public = ["/v1/health", "/v1/problems/{id}", "/app"].contains(&path.as_str())
+                    || (method == "get" && path == "/v1/feeds/{id}");
+                if !public {
                     assert!(responses.contains_key("401"), "{method} {path} documents its 401");
                 }
             }
@@ -667,4 +669,36 @@ async fn series_answers_match_the_document() {
     assert_eq!(released.body["status"], "RELEASED");
     let cancelled = call(&app, &doc, app.delete("alice", &format!("/v1/reservations/{first}?scope=all"))).await;
     assert_eq!(cancelled.status, StatusCode::OK, "{}", cancelled.body);
+}
+
+#[tokio::test]
+async fn answers_of_the_calendar_feeds_match_the_document() {
+    let app = TestApp::spawn().await;
+    let doc = document();
+    let made = call(&app, &doc, app.post("alice", "/v1/feeds", &json!({}))).await;
+    assert_eq!(made.status, StatusCode::CREATED);
+    assert_eq!(made.header("location"), made.body["url"].as_str());
+    let forbidden =
+        call(&app, &doc, app.post("alice", "/v1/feeds", &json!({"resource_id": uuid::Uuid::now_v7()}))).await;
+    assert_eq!(forbidden.status, StatusCode::FORBIDDEN);
+    let rotated = call(&app, &doc, app.post("alice", &format!("/v1/feeds/{}/rotate", made.id()), &json!({}))).await;
+    assert_eq!(rotated.status, StatusCode::OK);
+    let gone = call(&app, &doc, app.http.get(app.url(made.body["url"].as_str().unwrap()))).await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
+    let unknown = call(&app, &doc, app.delete("alice", &format!("/v1/feeds/{}", uuid::Uuid::now_v7()))).await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+
+    // The feed itself is iCalendar, not JSON: its status, type and headers.
+    let op = &doc["paths"]["/v1/feeds/{id}"]["get"]["responses"];
+    let resp = app.http.get(app.url(rotated.body["url"].as_str().unwrap())).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let media = resp.headers()["content-type"].to_str().unwrap().split(';').next().unwrap().to_string();
+    assert!(op["200"]["content"].get(&media).is_some(), "{media}");
+    let tag = resp.headers()["etag"].to_str().unwrap().to_string();
+    assert_valid(&doc, &op["200"]["headers"]["ETag"]["schema"], &json!(tag), "ETag");
+    let body = json!(resp.text().await.unwrap());
+    assert_valid(&doc, &op["200"]["content"][&media]["schema"], &body, "the feed");
+    let unchanged = app.http.get(app.url(rotated.body["url"].as_str().unwrap())).header("if-none-match", &tag);
+    assert_eq!(unchanged.send().await.unwrap().status().as_str(), "304");
+    assert!(op.get("304").is_some());
 }

@@ -298,8 +298,9 @@ fn every_route_is_served_through_the_one_http_api_with_payload_format_2() {
 }
 
 /// The routes that answer without a token: health, the problem pages that problem
-/// documents link to, and the booking page (static; its script sends the token).
-const PUBLIC: [&str; 3] = ["/v1/health", "/v1/problems/{id}", "/app"];
+/// documents link to, the booking page (static; its script sends the token) and the
+/// calendar feeds (the token in their path is the key).
+const PUBLIC: [&str; 4] = ["/v1/health", "/v1/problems/{id}", "/app", "/v1/feeds/{id}"];
 
 #[test]
 fn only_health_the_problem_pages_and_the_booking_page_are_open_and_the_calendar_reads_open_with_the_public_calendar() {

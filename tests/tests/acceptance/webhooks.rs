@@ -890,3 +890,44 @@ async fn the_sweep_purges_the_delivery_log_after_its_retention() {
     assert_eq!(sweep().await.webhook_log_purged, Some(2), "the attempt, then its event");
     assert!(log_of(&app, &endpoint).await.is_empty());
 }
+
+/// The dev server keeps each subject's events in order, as the FIFO events queue does
+/// with one message group per subject: a reservation's `reservation.rescheduled` never
+/// reaches a receiver before its `reservation.confirmed`, while other reservations'
+/// events go out beside them.
+#[tokio::test]
+async fn the_dev_servers_in_process_notifier_keeps_each_reservations_events_in_order() {
+    let app = TestApp::spawn().await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    register(&app, &receiver.url, &["reservation.confirmed", "reservation.rescheduled"], None).await;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let loop_task = tokio::spawn(dev_server::run_notifier(Arc::new(notifier(&app, Sender::DEFAULT_TIMEOUT)), rx));
+    const BOOKINGS: i64 = 50;
+    for i in 0..BOOKINGS {
+        let r = app.hold("alice", resource, 2 * i, 2 * i + 1).await;
+        assert_eq!(app.confirm("alice", &r["id"]).await.0, StatusCode::OK);
+        let (s, e) = acceptance::hours(2 * i + 1, 2 * i + 2);
+        let (status, moved) =
+            send(app.patch("alice", &acceptance::reservation_path(&r["id"]), &json!({"start": s, "end": e}))).await;
+        assert_eq!(status, StatusCode::OK, "{moved}");
+    }
+
+    let queue = shared::outbox::Queue::Channel(tx);
+    while sweeper::sweep(&app.state, &queue, Default::default()).await.events.is_some_and(|r| r.published > 0) {}
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while receiver.seen().len() < 2 * BOOKINGS as usize && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    loop_task.abort();
+    let mut kinds: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
+    for seen in receiver.seen() {
+        let event = seen.event();
+        kinds.entry(event["subject_id"].as_str().unwrap().to_string()).or_default().push(event["type"].to_string());
+    }
+    assert_eq!(kinds.len(), BOOKINGS as usize);
+    for (subject, kinds) in kinds {
+        assert_eq!(kinds, [r#""reservation.confirmed""#, r#""reservation.rescheduled""#], "{subject}");
+    }
+}
