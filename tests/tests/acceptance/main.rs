@@ -21,6 +21,7 @@ mod lambda_entrypoints;
 mod lifecycle;
 mod limits;
 mod lists;
+mod migrations_on_deploy;
 mod openapi;
 mod outbox;
 mod policies;
