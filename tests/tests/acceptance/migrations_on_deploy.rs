@@ -297,3 +297,67 @@ async fn without_a_response_url_or_a_server_behind_it_no_answer_is_claimed() {
     let error = step.answer(request("Delete", &closed, "r-3"), Duration::from_secs(60), "").await.unwrap_err();
     assert!(error.to_string().contains("3 tries"), "{error}");
 }
+
+/// template.yaml, with CloudFormation's short-form tags kept as tagged values.
+fn template() -> serde_yaml_ng::Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml");
+    serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// `!Tag value` as (tag, value).
+fn tagged(value: &serde_yaml_ng::Value) -> (String, &serde_yaml_ng::Value) {
+    match value {
+        serde_yaml_ng::Value::Tagged(t) => (t.tag.to_string().trim_start_matches('!').to_string(), &t.value),
+        other => panic!("{other:?} is no short-form intrinsic function"),
+    }
+}
+
+fn at<'a>(value: &'a serde_yaml_ng::Value, path: &[&str]) -> &'a serde_yaml_ng::Value {
+    path.iter().fold(value, |v, key| v.get(*key).unwrap_or_else(|| panic!("no {key} in {path:?}")))
+}
+
+#[test]
+fn the_template_migrates_over_a_direct_connection_before_any_other_function_changes() {
+    let template = template();
+    let resources = at(&template, &["Resources"]).as_mapping().unwrap();
+    let migrations = at(&template, &["Resources", "Migrations"]);
+    assert_eq!(at(migrations, &["Type"]).as_str(), Some("Custom::Migrations"));
+    let property = |name: &str| tagged(at(migrations, &["Properties", name]));
+    let (tag, target) = property("ServiceToken");
+    assert_eq!((tag.as_str(), target.as_str()), ("Ref", Some("MigrateFunction.Alias")));
+    // A new binary (new migrations or SQL functions) is a new version: the Update that migrates.
+    let (tag, target) = property("CodeVersion");
+    assert_eq!((tag.as_str(), target.as_str()), ("Ref", Some("MigrateFunction.Version")));
+
+    let function = at(&template, &["Resources", "MigrateFunction"]);
+    assert_eq!(at(function, &["Metadata", "BuildProperties", "Binary"]).as_str(), Some("migrate"));
+    assert!(at(function, &["Properties", "AutoPublishAlias"]).is_string());
+    let variables = at(function, &["Properties", "Environment", "Variables"]);
+    let (tag, target) = tagged(at(variables, &["DATABASE_URL"]));
+    assert_eq!((tag.as_str(), target.as_str()), ("Ref", Some("DatabaseUrl")), "never the proxy");
+    let (tag, choice) = tagged(at(variables, &["DATABASE_MIGRATION_URL"]));
+    assert_eq!((tag.as_str(), choice[0].as_str()), ("If", Some("HasDatabaseMigrationUrl")));
+
+    for (id, resource) in resources {
+        let id = id.as_str().unwrap();
+        if resource["Type"].as_str() == Some("AWS::Serverless::Function") && id != "MigrateFunction" {
+            assert_eq!(resource["DependsOn"].as_str(), Some("Migrations"), "{id} changes only after the migrations");
+        }
+    }
+
+    // The proxy requires TLS; behind it the functions prepare no named statements.
+    let proxy = at(&template, &["Resources", "RdsProxy"]);
+    assert_eq!(
+        (at(proxy, &["Condition"]).as_str(), at(proxy, &["Properties", "RequireTLS"]).as_bool()),
+        (Some("UseRdsProxy"), Some(true))
+    );
+    let globals = at(&template, &["Globals", "Function", "Environment", "Variables"]);
+    let (tag, choice) = tagged(at(globals, &["DATABASE_URL"]));
+    assert_eq!((tag.as_str(), choice[0].as_str()), ("If", Some("UseRdsProxy")));
+    assert!(tagged(&choice[1]).1.as_str().unwrap().contains("${RdsProxy.Endpoint}"), "{choice:?}");
+    let (tag, choice) = tagged(at(globals, &["DB_STATEMENTS"]));
+    assert_eq!(
+        (tag.as_str(), choice[0].as_str(), choice[1].as_str()),
+        ("If", Some("UnnamedStatements"), Some("unnamed"))
+    );
+}
