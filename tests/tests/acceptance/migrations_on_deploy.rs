@@ -27,18 +27,18 @@ const UNREACHABLE: &str = "postgres://app:s3cret@127.0.0.1:1/reservations";
 
 /// One request the stand-in for S3 received.
 #[derive(Debug, Clone)]
-struct Received {
-    method: String,
+pub(crate) struct Received {
+    pub method: String,
     /// Path and query, as sent.
-    target: String,
-    content_type: Option<String>,
-    content_length: Option<usize>,
-    body: Value,
+    pub target: String,
+    pub content_type: Option<String>,
+    pub content_length: Option<usize>,
+    pub body: Value,
 }
 
 /// The pre-signed `ResponseURL`: a hyper server on 127.0.0.1 that records every request
 /// and answers 200, as S3 does.
-struct ResponseUrl {
+pub(crate) struct ResponseUrl {
     base: String,
     received: Arc<Mutex<Vec<Received>>>,
     task: tokio::task::JoinHandle<()>,
@@ -51,7 +51,7 @@ impl Drop for ResponseUrl {
 }
 
 impl ResponseUrl {
-    async fn start() -> ResponseUrl {
+    pub async fn start() -> ResponseUrl {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -92,20 +92,20 @@ impl ResponseUrl {
 
     /// A pre-signed URL of its own for one request (the query as S3 signs it, with
     /// characters that must arrive escaped exactly as they are).
-    fn url(&self, request_id: &str) -> String {
+    pub fn url(&self, request_id: &str) -> String {
         format!(
             "{}/cfn-responses/{request_id}?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20260101%2Feu-west-1%2Fs3%2Faws4_request&X-Amz-Signature=0f3a",
             self.base
         )
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
     }
 }
 
 /// A request of `kind` (Create, Update, Delete) as CloudFormation sends it.
-fn request(kind: &str, response_url: &str, request_id: &str) -> Value {
+pub(crate) fn request(kind: &str, response_url: &str, request_id: &str) -> Value {
     let mut event = json!({
         "RequestType": kind,
         "ServiceToken": "arn:aws:lambda:eu-west-1:123456789012:function:reservations-migrate",
