@@ -25,7 +25,8 @@ use std::time::{Duration, SystemTime};
 pub const PHYSICAL_ID: &str = "database-schema";
 
 /// The time kept back from the function's deadline for the answer (three tries of
-/// [`PUT_TIMEOUT`] and the pauses between them).
+/// [`PUT_TIMEOUT`] and the pauses between them), or half the time left when that is
+/// less than twice this (a function run with a short timeout, as an emulator runs it).
 pub const ANSWER_MARGIN: Duration = Duration::from_secs(20);
 
 const PUT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -199,8 +200,28 @@ fn response(ids: &Ids, outcome: &Outcome, log_stream: &str) -> Response {
 }
 
 /// The Lambda handler: [`Migrator::answer`] with the time left before the function's
-/// deadline, less [`ANSWER_MARGIN`].
+/// deadline, less what [`ANSWER_MARGIN`] keeps for the answer.
 pub async fn handler(migrator: &Migrator, event: LambdaEvent<Value>) -> Result<Value, Error> {
     let left = event.context.deadline().duration_since(SystemTime::now()).unwrap_or_default();
-    migrator.answer(event.payload, left.saturating_sub(ANSWER_MARGIN), &event.context.env_config.log_stream).await
+    let budget = budget(left);
+    tracing::info!(time_left_ms = left.as_millis() as u64, budget_ms = budget.as_millis() as u64, "migration step");
+    migrator.answer(event.payload, budget, &event.context.env_config.log_stream).await
+}
+
+/// The time the migrations get of `left`: all but [`ANSWER_MARGIN`], and at least half.
+pub fn budget(left: Duration) -> Duration {
+    left.saturating_sub(ANSWER_MARGIN).max(left / 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_migrations_get_all_but_the_answers_margin_and_at_least_half_the_time_left() {
+        assert_eq!(budget(Duration::from_secs(900)), Duration::from_secs(880));
+        assert_eq!(budget(Duration::from_secs(40)), Duration::from_secs(20));
+        assert_eq!(budget(Duration::from_secs(30)), Duration::from_secs(15));
+        assert_eq!(budget(Duration::ZERO), Duration::ZERO);
+    }
 }
