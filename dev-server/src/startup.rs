@@ -4,7 +4,7 @@
 
 use crate::Limits;
 use shared::config::{Config, ConfigError};
-use shared::db::{self, MigrateError};
+use shared::db::{self, MigrateError, database_address, io_reason};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -96,73 +96,17 @@ pub async fn listen(port: u16) -> Result<TcpListener, StartupError> {
     TcpListener::bind(addr).await.map_err(|e| StartupError::Listen { addr, reason: io_reason(&e) })
 }
 
-/// Connects to the database once and applies the migrations.
+/// Connects to the database once (`DATABASE_MIGRATION_URL` when it is set, else
+/// `DATABASE_URL`) and applies the migrations.
 pub async fn migrate(config: &Config) -> Result<usize, StartupError> {
     db::connect_and_migrate(config).await.map_err(|e| {
-        let at = database_address(config.database_url.expose());
+        let at = database_address(config.migration_url().expose());
         match e {
             MigrateError::Config(e) => StartupError::Config(e),
-            MigrateError::Database(e) => StartupError::Database { at, reason: postgres_reason(&e) },
-            MigrateError::Migration(e) => StartupError::Migration { at, reason: e.to_string() },
-            MigrateError::Function { file, source } => StartupError::Migration {
-                at,
-                reason: format!("sql/functions/{file}.sql: {}", postgres_reason(&source)),
-            },
+            MigrateError::Database(_) => StartupError::Database { at, reason: e.reason() },
+            MigrateError::Migration(_) | MigrateError::Function { .. } => {
+                StartupError::Migration { at, reason: e.reason() }
+            }
         }
     })
-}
-
-/// `host:port` of a connection string (each host, when it names several), without the
-/// user, the password or the database.
-pub fn database_address(url: &str) -> String {
-    let Ok(pg) = url.parse::<tokio_postgres::Config>() else {
-        return "DATABASE_URL".into();
-    };
-    let ports = pg.get_ports();
-    let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
-    let hosts: Vec<String> = pg
-        .get_hosts()
-        .iter()
-        .enumerate()
-        .map(|(i, host)| match host {
-            tokio_postgres::config::Host::Tcp(name) => format!("{name}:{}", port(i)),
-            tokio_postgres::config::Host::Unix(dir) => format!("{}/.s.PGSQL.{}", dir.display(), port(i)),
-        })
-        .collect();
-    if hosts.is_empty() { format!("localhost:{}", port(0)) } else { hosts.join(",") }
-}
-
-/// Why a connection failed, in a few words: the server's own message (a wrong
-/// password, a missing database), else the socket's error (refused, timed out, an
-/// unknown host name).
-fn postgres_reason(e: &tokio_postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        return db.message().to_string();
-    }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(cause) = source {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            return io_reason(io);
-        }
-        source = cause.source();
-    }
-    e.to_string()
-}
-
-/// An I/O error as words: "connection refused", not "Os { code: 111, ... }" nor
-/// "Connection refused (os error 111)".
-pub fn io_reason(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    let text = match text.rfind(" (os error ") {
-        Some(i) => &text[..i],
-        None => &text,
-    };
-    let mut chars = text.chars();
-    match (chars.next(), chars.next()) {
-        // "Connection refused" reads as "connection refused"; "TLS ..." stays as it is.
-        (Some(first), Some(second)) if first.is_uppercase() && second.is_lowercase() => {
-            first.to_lowercase().chain(text[first.len_utf8()..].chars()).collect()
-        }
-        _ => text.to_string(),
-    }
 }

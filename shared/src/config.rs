@@ -11,8 +11,13 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("{name} has an invalid value {value:?}: {reason}")]
     Invalid { name: &'static str, value: String, reason: &'static str },
-    #[error("DATABASE_URL is not a valid PostgreSQL connection string")]
-    DatabaseUrl(#[source] tokio_postgres::Error),
+    /// `DATABASE_URL` or `DATABASE_MIGRATION_URL`.
+    #[error("{name} is not a valid PostgreSQL connection string")]
+    DatabaseUrl {
+        name: &'static str,
+        #[source]
+        source: tokio_postgres::Error,
+    },
     #[error("DB_CA_FILE {path:?} gives no usable CA certificate: {reason}")]
     DatabaseCa { path: String, reason: String },
 }
@@ -36,6 +41,11 @@ pub enum Defaults {
 pub struct Config {
     /// With its password: printed as `***` by `Debug`.
     pub database_url: Secret,
+    /// `DATABASE_MIGRATION_URL`: where the migration step connects when it is set, a
+    /// direct connection to the primary, because the step holds a session-level
+    /// advisory lock that a transaction-mode pooler (RDS Proxy, PgBouncer) would pin or
+    /// lose. Unset: the migration step uses `DATABASE_URL`.
+    pub database_migration_url: Option<Secret>,
     /// Small in Lambda: one invocation at a time per instance, and RDS Proxy multiplexes.
     pub db_pool_size: usize,
     pub db_statement_timeout: Duration,
@@ -97,6 +107,11 @@ pub struct UpstreamConfig {
 }
 
 impl Config {
+    /// Where the migration step connects: `DATABASE_MIGRATION_URL`, else `DATABASE_URL`.
+    pub fn migration_url(&self) -> &Secret {
+        self.database_migration_url.as_ref().unwrap_or(&self.database_url)
+    }
+
     /// The booking limits every range is judged by.
     pub fn limits(&self) -> crate::domain::Limits {
         crate::domain::Limits {
@@ -178,6 +193,7 @@ impl Config {
         };
         Ok(Self {
             database_url: Secret(database_url),
+            database_migration_url: get("DATABASE_MIGRATION_URL").filter(|u| !u.is_empty()).map(Secret),
             db_pool_size: num("DB_POOL_SIZE", pool_default, 1, 1000)? as usize,
             db_statement_timeout: Duration::from_millis(num("DB_STATEMENT_TIMEOUT_MS", 5_000, 100, 600_000)? as u64),
             db_ca_file: get("DB_CA_FILE").filter(|v| !v.is_empty()),
@@ -296,6 +312,24 @@ mod tests {
         let c = Config::from_lookup(Defaults::Lambda, lookup(&[("DATABASE_URL", "postgres://x@h/db")])).unwrap();
         assert_eq!(c.auth_mode, AuthMode::Jwt);
         assert_eq!(c.db_pool_size, 2);
+    }
+
+    #[test]
+    fn the_migration_step_connects_to_database_migration_url_when_it_is_set_and_to_database_url_otherwise() {
+        let direct = "postgres://app@primary:5432/r";
+        let pooled = "postgres://app@proxy:5432/r";
+        let c = Config::from_lookup(Defaults::Lambda, lookup(&[("DATABASE_URL", pooled)])).unwrap();
+        assert_eq!(c.migration_url().expose(), pooled);
+        let c =
+            Config::from_lookup(Defaults::Lambda, lookup(&[("DATABASE_URL", pooled), ("DATABASE_MIGRATION_URL", "")]))
+                .unwrap();
+        assert_eq!(c.migration_url().expose(), pooled, "empty counts as unset");
+        let c = Config::from_lookup(
+            Defaults::Lambda,
+            lookup(&[("DATABASE_URL", pooled), ("DATABASE_MIGRATION_URL", direct)]),
+        )
+        .unwrap();
+        assert_eq!((c.database_url.expose(), c.migration_url().expose()), (pooled, direct));
     }
 
     #[test]

@@ -190,7 +190,12 @@ impl From<deadpool_postgres::PoolError> for DbError {
 /// The connection settings, with per-session guards that keep a frozen or dying
 /// function from holding row locks: statements and idle transactions are cut off.
 pub fn pg_config(config: &Config) -> Result<tokio_postgres::Config, ConfigError> {
-    let mut pg = tokio_postgres::Config::from_str(config.database_url.expose()).map_err(ConfigError::DatabaseUrl)?;
+    pg_config_of(config, "DATABASE_URL", config.database_url.expose())
+}
+
+/// [`pg_config`] for another URL of the same settings (`name` is its variable).
+fn pg_config_of(config: &Config, name: &'static str, url: &str) -> Result<tokio_postgres::Config, ConfigError> {
+    let mut pg = tokio_postgres::Config::from_str(url).map_err(|source| ConfigError::DatabaseUrl { name, source })?;
     let ms = config.db_statement_timeout.as_millis();
     pg.options(format!(
         "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={} -c TimeZone=UTC",
@@ -258,15 +263,19 @@ pub fn pool(config: &Config) -> Result<Pool, ConfigError> {
         .expect("a pool with a runtime and timeouts always builds"))
 }
 
+/// The key of the session-level advisory lock [`migrate`] holds: the only advisory
+/// lock of the service, so the one thing that needs a direct connection rather than a
+/// transaction-mode pooler.
+pub const MIGRATION_LOCK: i64 = 0x7265_7365_7276; // "reserv"
+
 /// Applies the embedded migrations, then every function of [`FUNCTIONS`] in one
 /// transaction, so that a redeploy applies a changed function. An advisory lock makes
 /// concurrent starters (several dev servers, parallel test processes, a deploy hook)
 /// take turns instead of racing. Returns how many migrations were applied.
 pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<usize, MigrateError> {
-    const LOCK_KEY: i64 = 0x7265_7365_7276; // "reserv"
-    client.execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY]).await?;
+    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
     let outcome = migrate_holding_the_lock(client).await;
-    client.execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY]).await?;
+    client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await?;
     outcome
 }
 
@@ -295,10 +304,106 @@ pub enum MigrateError {
     Function { file: &'static str, source: tokio_postgres::Error },
 }
 
-/// Connects once, outside any pool, and migrates: for the dev server, tests and the
-/// migration command.
+impl MigrateError {
+    /// Why it failed, in one line a person can act on: the server's own message (a
+    /// wrong password, a failing statement), the socket's error (connection refused),
+    /// or the migration or function file at fault. Never the connection string.
+    pub fn reason(&self) -> String {
+        match self {
+            MigrateError::Config(e) => e.to_string(),
+            MigrateError::Database(e) => postgres_reason(e),
+            MigrateError::Migration(e) => match e.kind() {
+                refinery::error::Kind::Connection(what, source) => match source.downcast_ref::<tokio_postgres::Error>()
+                {
+                    Some(pg) => format!("{what}: {}", postgres_reason(pg)),
+                    None => format!("{what}: {source}"),
+                },
+                _ => e.to_string(),
+            },
+            MigrateError::Function { file, source } => format!("sql/functions/{file}.sql: {}", postgres_reason(source)),
+        }
+    }
+
+    /// The database holds a migration this code does not have: newer code migrated it
+    /// (this code is a deploy being rolled back). Nothing was applied.
+    pub fn database_is_ahead(&self) -> Option<String> {
+        match self {
+            MigrateError::Migration(e) => match e.kind() {
+                refinery::error::Kind::MissingVersion(migration) => Some(migration.to_string()),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+/// Why a connection or statement failed, in a few words: the server's own message (a
+/// wrong password, a missing database), else the socket's error (refused, timed out, an
+/// unknown host name).
+pub fn postgres_reason(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return db.message().to_string();
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return io_reason(io);
+        }
+        source = cause.source();
+    }
+    e.to_string()
+}
+
+/// An I/O error as words: "connection refused", not "Os { code: 111, ... }" nor
+/// "Connection refused (os error 111)".
+pub fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = match text.rfind(" (os error ") {
+        Some(i) => &text[..i],
+        None => &text,
+    };
+    let mut chars = text.chars();
+    match (chars.next(), chars.next()) {
+        // "Connection refused" reads as "connection refused"; "TLS ..." stays as it is.
+        (Some(first), Some(second)) if first.is_uppercase() && second.is_lowercase() => {
+            first.to_lowercase().chain(text[first.len_utf8()..].chars()).collect()
+        }
+        _ => text.to_string(),
+    }
+}
+
+/// `host:port` of a connection string (each host, when it names several), without the
+/// user, the password or the database.
+pub fn database_address(url: &str) -> String {
+    let Ok(pg) = url.parse::<tokio_postgres::Config>() else {
+        return "DATABASE_URL".into();
+    };
+    let ports = pg.get_ports();
+    let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+    let hosts: Vec<String> = pg
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| match host {
+            tokio_postgres::config::Host::Tcp(name) => format!("{name}:{}", port(i)),
+            tokio_postgres::config::Host::Unix(dir) => format!("{}/.s.PGSQL.{}", dir.display(), port(i)),
+        })
+        .collect();
+    if hosts.is_empty() { format!("localhost:{}", port(0)) } else { hosts.join(",") }
+}
+
+/// Connects once, outside any pool, and migrates: for the dev server, tests, the
+/// migration command and the migration function of a deploy. It connects to
+/// [`Config::migration_url`]: a direct connection where one is given, because the
+/// advisory lock of [`migrate`] is a session's, which a transaction-mode pooler does not
+/// keep.
 pub async fn connect_and_migrate(config: &Config) -> Result<usize, MigrateError> {
-    let (mut client, connection) = pg_config(config)?.connect(tls(config)?).await?;
+    let name = match config.database_migration_url {
+        Some(_) => "DATABASE_MIGRATION_URL",
+        None => "DATABASE_URL",
+    };
+    let pg = pg_config_of(config, name, config.migration_url().expose())?;
+    let (mut client, connection) = pg.connect(tls(config)?).await?;
     let task = tokio::spawn(connection);
     let applied = migrate(&mut client).await;
     drop(client);

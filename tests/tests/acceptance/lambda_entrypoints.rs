@@ -10,7 +10,7 @@
 //!
 //! Why the emulator does not start the functions itself: `cargo lambda watch` would
 //! `cargo run --bin NAME` each function on its first invocation, package by package,
-//! and the seven functions turn on different features of `shared`, so each would
+//! and the eight functions turn on different features of `shared`, so each would
 //! rebuild `shared` and its dependents again (minutes on two cores) and replace the
 //! binaries just built; a function that fails to build then leaves the invocation
 //! waiting with no answer. Started here, the binaries are exactly the ones built once.
@@ -34,7 +34,8 @@ use std::time::{Duration, Instant};
 use tokio_postgres::NoTls;
 use uuid::Uuid;
 
-const FUNCTIONS: [&str; 7] = ["reserve", "confirm", "availability", "admin", "sweeper", "intent-worker", "notifier"];
+const FUNCTIONS: [&str; 8] =
+    ["reserve", "confirm", "availability", "admin", "sweeper", "intent-worker", "notifier", "migrate"];
 
 /// The ids the fixtures carry in place of real ones.
 const RESOURCE_PLACEHOLDER: &str = "00000000-0000-0000-0000-000000000001";
@@ -51,7 +52,7 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-/// `cargo build` of the seven functions (debug); returns each binary's path.
+/// `cargo build` of the eight functions (debug); returns each binary's path.
 fn build_functions() -> BTreeMap<String, PathBuf> {
     let started = Instant::now();
     let mut bins = build_binaries(&FUNCTIONS);
@@ -427,6 +428,16 @@ async fn the_function_binaries_serve_a_reservation_end_to_end_under_the_lambda_e
         json!({"batchItemFailures": [{"itemIdentifier": batch["Records"][1]["messageId"]}]}),
         "notifier's partial batch response"
     );
+    // migrate: CloudFormation's Create of the Migrations resource, answered at its
+    // ResponseURL (the database is migrated already, so nothing is pending).
+    let s3 = crate::migrations_on_deploy::ResponseUrl::start().await;
+    let create = crate::migrations_on_deploy::request("Create", &s3.url("smoke-create"), "smoke-create");
+    let sent = lambda.invoke("migrate", &create).await;
+    assert_eq!((&sent["Status"], &sent["Data"]), (&json!("SUCCESS"), &json!({"Applied": "0"})), "{sent}");
+    let received = s3.received();
+    assert_eq!(received.len(), 1, "one answer: {received:?}");
+    assert_eq!((received[0].method.as_str(), received[0].content_type.as_deref()), ("PUT", Some("")));
+    assert_eq!(received[0].body, sent);
     eprintln!("invoked every function in {:.1?}", started.elapsed());
 
     // The functions printed CloudWatch Embedded Metric Format lines for an operator.

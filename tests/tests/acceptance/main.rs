@@ -22,6 +22,7 @@ mod lambda_entrypoints;
 mod lifecycle;
 mod limits;
 mod lists;
+mod migrations_on_deploy;
 mod openapi;
 mod outbox;
 mod policies;
