@@ -46,6 +46,9 @@ pub struct ItemRequest {
 }
 
 pub struct GroupRequest {
+    /// The principal the booking is for, when an admin books for someone else (the
+    /// caller checks that only an admin names one); `None`: the caller.
+    pub owner: Option<String>,
     pub items: Vec<ItemRequest>,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
@@ -73,10 +76,11 @@ pub struct RefusedItem {
 
 /// Holds (or books) every item of `req`, or fails with the items that could not be:
 /// [`BookingError::ItemsRefused`], after which the caller must roll back. Run inside a
-/// transaction; commit on `Ok`.
+/// transaction; commit on `Ok`. `who` acts, and is recorded in `acted_by`; the booking
+/// is `req.owner`'s when an admin books for someone, else theirs.
 pub async fn reserve_items(
     tx: &impl GenericClient,
-    owner: &Principal,
+    who: &Principal,
     req: &GroupRequest,
     limits: Limits,
     now: DateTime<Utc>,
@@ -158,6 +162,7 @@ pub async fn reserve_items(
     };
 
     let lead = Uuid::now_v7();
+    let owner = req.owner.as_deref().unwrap_or(&who.id);
     // One expiry for the whole booking: the shortest hold time among its resources.
     let ttl = locked.values().map(|r| r.hold_ttl_seconds).min().unwrap_or(1);
     let status = match req.confirmation {
@@ -193,7 +198,7 @@ pub async fn reserve_items(
                 }
                 Err(e) => return Err(e),
             }
-            match limits::judge(tx, resource, owner, req.start, None, now).await {
+            match limits::judge(tx, resource, owner, who, req.start, None, now).await {
                 Ok(()) => {}
                 // A pool moves on to a member the principal may still book.
                 Err(BookingError::LimitExceeded(_)) if pool_id.is_some() => continue,
@@ -205,7 +210,7 @@ pub async fn reserve_items(
                 id: if index == 0 { lead } else { Uuid::now_v7() },
                 resource_id: id,
                 resource_capacity: resource.capacity,
-                owner: &owner.id,
+                owner,
                 start: req.start,
                 end: req.end,
                 quantity: item.quantity,
@@ -213,7 +218,7 @@ pub async fn reserve_items(
                 expires_at,
                 source: Source::Request,
                 metadata: &req.metadata,
-                acted_by: Some(&owner.id),
+                acted_by: Some(&who.id),
                 now,
                 item: Some(ItemOf { booking_id: lead, item: index as i16, pool_id }),
             };
