@@ -287,6 +287,18 @@ async fn an_admin_makes_a_series_for_an_owner_whose_occurrences_and_events_name_
     assert_eq!(status, StatusCode::OK);
     let event = event_of(&app, "reservation.confirmed", first).await;
     assert_eq!(event["series_id"], series["id"], "every event of an occurrence names its series: {event}");
+    let second = &series["occurrences"][1]["reservation_id"];
+    let (later, _) = hours(34, 35);
+    let (status, moved) =
+        send(app.patch("admin", &reservation_path(second), &json!({"start": later, "end": hours(35, 36).0}))).await;
+    assert_eq!(status, StatusCode::OK, "{moved}");
+    let event = event_of(&app, "reservation.rescheduled", second).await;
+    assert_eq!(event["series_id"], series["id"], "{event}");
+    let third = &series["occurrences"][2]["reservation_id"];
+    let (status, _) = send(app.delete("alice", &reservation_path(third))).await;
+    assert_eq!(status, StatusCode::OK);
+    let event = event_of(&app, "reservation.released", third).await;
+    assert_eq!(event["series_id"], series["id"], "{event}");
     let single = app.hold("bob", room, 11, 12).await;
     let event = event_of(&app, "reservation.held", &single["id"]).await;
     assert!(event.get("series_id").is_none(), "a booking of no series has none: {event}");
