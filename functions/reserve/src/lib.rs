@@ -3,9 +3,10 @@
 //! (move a booking, or change its metadata), `DELETE /v1/reservations/{id}` (release a
 //! hold, cancel a booking), `POST /v1/resources/{id}/waitlist` (join the queue) and
 //! `DELETE /v1/waitlist/{id}` (leave it). Admins may act on anyone's reservations and
-//! entries; the reservation records who acted. `POST /v1/series` makes a recurring
-//! series, each occurrence held by the same paths; `PATCH` and `DELETE` take
-//! `?scope=one|following|all` to act on a series' occurrences together.
+//! entries, and book for anyone (`owner`); the reservation records who acted.
+//! `POST /v1/series` makes a recurring series, each occurrence held by the same paths;
+//! `PATCH` and `DELETE` take `?scope=one|following|all` to act on a series'
+//! occurrences together.
 //!
 //! Each runs in one short transaction that takes the resource lock, so freed capacity
 //! is handed to the waitlist in the same transaction; the `POST`s and the `PATCH` run
@@ -257,8 +258,8 @@ enum Booking {
 
 /// The body of `POST /v1/reservations`: a `resource_id` (with its `quantity`), or
 /// `items`, each a `resource_id` or a `pool_id` with its `quantity`; an admin may name
-/// the `owner` the booking is for. A list of one
-/// resource is the same booking as the single form, and takes its path.
+/// the `owner` the booking is for. A list of one resource is the same booking as the
+/// single form, and takes its path.
 fn create_reservation_body(f: &mut Fields<'_>) -> Option<Booking> {
     let owner = f.optional("owner", fields::principal_id);
     let resource_id = f.optional("resource_id", fields::uuid);
