@@ -667,7 +667,8 @@ BEGIN
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT 'reservation.expired', exp.id,
                reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
-                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by),
+                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by)
+               || reservation_series_field(exp.id),
                p_now, p_now
         FROM exp
         WHERE NOT reservation_is_item(exp.id)
@@ -786,7 +787,8 @@ BEGIN
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT 'reservation.expired', exp.id,
                reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
-                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by),
+                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by)
+               || reservation_series_field(exp.id),
                p_now, p_now
         FROM exp
         WHERE NOT reservation_is_item(exp.id)
@@ -808,7 +810,8 @@ BEGIN
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT p_event, upd.id,
                reservation_event(upd.id, upd.resource_id, upd.owner, upd.starts_at, upd.ends_at, upd.quantity,
-                                 upd.status, upd.source, upd.failure_reason, upd.metadata, upd.acted_by),
+                                 upd.status, upd.source, upd.failure_reason, upd.metadata, upd.acted_by)
+               || reservation_series_field(upd.id),
                p_now, p_now
         FROM upd, (SELECT count(*) FROM exp_ev) AS expiries_logged
         -- An item of a booking of several: its lead's move is the booking's event.
@@ -881,6 +884,17 @@ BEGIN
         MESSAGE = format('new row for relation "reservations" violates check constraint "%s"', broken),
         DETAIL = format('Failing row contains %s.', r);
 END
+$$;
+
+--
+-- Name: reservation_series_field(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_series_field(p_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce((SELECT jsonb_strip_nulls(jsonb_build_object('series_id', r.series_id))
+                     FROM reservations r WHERE r.id = p_id), '{}'::jsonb)
 $$;
 
 --

@@ -39,7 +39,8 @@ BEGIN
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT 'reservation.expired', exp.id,
                reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
-                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by),
+                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by)
+               || reservation_series_field(exp.id),
                p_now, p_now
         FROM exp
         WHERE NOT reservation_is_item(exp.id)

@@ -3,9 +3,10 @@
 //! (move a booking, or change its metadata), `DELETE /v1/reservations/{id}` (release a
 //! hold, cancel a booking), `POST /v1/resources/{id}/waitlist` (join the queue) and
 //! `DELETE /v1/waitlist/{id}` (leave it). Admins may act on anyone's reservations and
-//! entries; the reservation records who acted. `POST /v1/series` makes a recurring
-//! series, each occurrence held by the same paths; `PATCH` and `DELETE` take
-//! `?scope=one|following|all` to act on a series' occurrences together.
+//! entries, and book for anyone (`owner`); the reservation records who acted.
+//! `POST /v1/series` makes a recurring series, each occurrence held by the same paths;
+//! `PATCH` and `DELETE` take `?scope=one|following|all` to act on a series'
+//! occurrences together.
 //!
 //! Each runs in one short transaction that takes the resource lock, so freed capacity
 //! is handed to the waitlist in the same transaction; the `POST`s and the `PATCH` run
@@ -22,8 +23,8 @@ use shared::booking::{
 use shared::domain::recurrence::Recurrence;
 use shared::http::fields::{self, Fields};
 use shared::http::{
-    ApiError, EmptyBody, Function, KeyedStatement, Op, Reply, carries_key, fingerprint, json_body, principal, respond,
-    route_for, run_idempotent,
+    ApiError, EmptyBody, Function, KeyedStatement, Op, Reply, booking_owner, carries_key, fingerprint, json_body,
+    principal, respond, route_for, run_idempotent,
 };
 use uuid::Uuid;
 
@@ -65,8 +66,14 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         Op::CreateReservation => {
             let body = json_body(req, EmptyBody::Refused)?;
             let input = match body.read(create_reservation_body)? {
-                Booking::One(input) => input,
-                Booking::Several(group) => return reserve_items(state, &who, req, matched.spec, &body, group).await,
+                Booking::One(mut input) => {
+                    input.owner = booking_owner(&who, input.owner)?;
+                    input
+                }
+                Booking::Several(mut group) => {
+                    group.owner = booking_owner(&who, group.owner)?;
+                    return reserve_items(state, &who, req, matched.spec, &body, group).await;
+                }
             };
             let limits = state.config.limits();
             let fingerprint = fingerprint(req, &body.canonical);
@@ -111,7 +118,8 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         }
         Op::CreateSeries => {
             let body = json_body(req, EmptyBody::Refused)?;
-            let input = body.read(create_series_body)?;
+            let mut input = body.read(create_series_body)?;
+            input.owner = booking_owner(&who, input.owner)?;
             let fingerprint = fingerprint(req, &body.canonical);
             let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
             let limits = state.config.limits();
@@ -265,9 +273,11 @@ enum Booking {
 }
 
 /// The body of `POST /v1/reservations`: a `resource_id` (with its `quantity`), or
-/// `items`, each a `resource_id` or a `pool_id` with its `quantity`. A list of one
-/// resource is the same booking as the single form, and takes its path.
+/// `items`, each a `resource_id` or a `pool_id` with its `quantity`; an admin may name
+/// the `owner` the booking is for. A list of one resource is the same booking as the
+/// single form, and takes its path.
 fn create_reservation_body(f: &mut Fields<'_>) -> Option<Booking> {
+    let owner = f.optional("owner", fields::principal_id);
     let resource_id = f.optional("resource_id", fields::uuid);
     let start = f.required("start", fields::timestamp);
     let end = f.required("end", fields::timestamp);
@@ -278,6 +288,7 @@ fn create_reservation_body(f: &mut Fields<'_>) -> Option<Booking> {
     let (start, end) = (start?.0, end?.0);
     match (resource_id, items) {
         (Some(resource_id), None) if !f.given("items") => Some(Booking::One(ReserveRequest {
+            owner,
             resource_id,
             start,
             end,
@@ -287,6 +298,7 @@ fn create_reservation_body(f: &mut Fields<'_>) -> Option<Booking> {
         })),
         (None, Some(items)) if !f.given("quantity") && !f.given("resource_id") => match items.as_slice() {
             [ItemRequest { target: Target::Resource(resource_id), quantity }] => Some(Booking::One(ReserveRequest {
+                owner,
                 resource_id: *resource_id,
                 start,
                 end,
@@ -294,7 +306,7 @@ fn create_reservation_body(f: &mut Fields<'_>) -> Option<Booking> {
                 confirmation,
                 metadata,
             })),
-            _ => Some(Booking::Several(GroupRequest { items, start, end, confirmation, metadata })),
+            _ => Some(Booking::Several(GroupRequest { owner, items, start, end, confirmation, metadata })),
         },
         (_, None) if f.given("items") => None,
         (None, _) if f.given("resource_id") => None,
@@ -331,17 +343,19 @@ fn create_series_body(f: &mut Fields<'_>) -> Option<SeriesRequest> {
         Some("skip_conflicts") => Mode::SkipConflicts,
         _ => Mode::AllOrNothing,
     };
-    let (target, start, end, confirmation, metadata) = match booking? {
+    let (owner, target, start, end, confirmation, metadata) = match booking? {
         Booking::One(r) => (
+            r.owner,
             SeriesTarget::Resource { resource_id: r.resource_id, quantity: r.quantity },
             r.start,
             r.end,
             r.confirmation,
             r.metadata,
         ),
-        Booking::Several(g) => (SeriesTarget::Items(g.items), g.start, g.end, g.confirmation, g.metadata),
+        Booking::Several(g) => (g.owner, SeriesTarget::Items(g.items), g.start, g.end, g.confirmation, g.metadata),
     };
     Some(SeriesRequest {
+        owner,
         target,
         start,
         end,

@@ -51,6 +51,9 @@ pub struct ItemRequest {
 }
 
 pub struct GroupRequest {
+    /// The principal the booking is for, when an admin books for someone else (the
+    /// caller checks that only an admin names one); `None`: the caller.
+    pub owner: Option<String>,
     pub items: Vec<ItemRequest>,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
@@ -99,6 +102,10 @@ pub async fn hold_items_at_once(
     now: DateTime<Utc>,
 ) -> Result<GroupAttempt, BookingError> {
     validate(req, limits, now)?;
+    if req.owner.is_some() {
+        // An admin acting for an owner: only the general path records who acted.
+        return Ok(GroupAttempt::GeneralPath);
+    }
     let lead = Uuid::now_v7();
     let new = NewHoldItems {
         ids: (0..req.items.len()).map(|i| if i == 0 { lead } else { Uuid::now_v7() }).collect(),
@@ -142,10 +149,12 @@ fn validate(req: &GroupRequest, limits: Limits, now: DateTime<Utc>) -> Result<()
 /// [`BookingError::ItemsRefused`], with nothing of the booking left in the
 /// transaction but the lapsed holds it wrote down and handed to their waitlists, which
 /// the caller commits (as a lost single hold does). Run inside a transaction; commit on
-/// `Ok` and on `ItemsRefused`; roll back on any other error.
+/// `Ok` and on `ItemsRefused`; roll back on any other error. `who` acts, and is
+/// recorded in `acted_by`; the booking is `req.owner`'s when an admin books for
+/// someone, else theirs.
 pub async fn reserve_items(
     tx: &impl GenericClient,
-    owner: &Principal,
+    who: &Principal,
     req: &GroupRequest,
     limits: Limits,
     now: DateTime<Utc>,
@@ -224,6 +233,7 @@ pub async fn reserve_items(
     };
 
     let lead = Uuid::now_v7();
+    let owner = req.owner.as_deref().unwrap_or(&who.id);
     // One expiry for the whole booking: the shortest hold time among its resources.
     let ttl = locked.values().map(|r| r.hold_ttl_seconds).min().unwrap_or(1);
     let status = match req.confirmation {
@@ -262,7 +272,7 @@ pub async fn reserve_items(
                 }
                 Err(e) => return Err(e),
             }
-            match limits::judge(tx, resource, owner, req.start, None, now).await {
+            match limits::judge(tx, resource, owner, who, req.start, None, now).await {
                 Ok(()) => {}
                 // A pool moves on to a member the principal may still book.
                 Err(BookingError::LimitExceeded(_)) if pool_id.is_some() => continue,
@@ -274,7 +284,7 @@ pub async fn reserve_items(
                 id: if index == 0 { lead } else { Uuid::now_v7() },
                 resource_id: id,
                 resource_capacity: resource.capacity,
-                owner: &owner.id,
+                owner,
                 start: req.start,
                 end: req.end,
                 quantity: item.quantity,
@@ -282,7 +292,7 @@ pub async fn reserve_items(
                 expires_at,
                 source: Source::Request,
                 metadata: &req.metadata,
-                acted_by: Some(&owner.id),
+                acted_by: Some(&who.id),
                 now,
                 item: Some(ItemOf { booking_id: lead, item: index as i16, pool_id }),
             };

@@ -61,6 +61,9 @@ pub(super) async fn upstream_reachable(tx: &impl GenericClient, now: DateTime<Ut
 }
 
 pub struct ReserveRequest {
+    /// The principal the booking is for, when an admin books for someone else (the
+    /// caller checks that only an admin names one); `None`: the caller.
+    pub owner: Option<String>,
     pub resource_id: Uuid,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
@@ -108,6 +111,10 @@ pub async fn hold_at_once(
     now: DateTime<Utc>,
 ) -> Result<Attempt, BookingError> {
     validate(req, limits, now)?;
+    if req.owner.is_some() {
+        // An admin acting for an owner: only the general path records who acted.
+        return Ok(Attempt::GeneralPath);
+    }
     one_statement(client, owner, req, key, now).await
 }
 
@@ -195,9 +202,12 @@ async fn one_statement(
 /// It does not try the one-statement hold again first: on a capacity-1 resource that
 /// hold takes the resource row shared, and a transaction that then asks for it
 /// exclusively, as this path does, deadlocks with another doing the same.
+///
+/// `who` acts: the booking is theirs, or `req.owner`'s when an admin books for
+/// someone, and records `who` in `acted_by` either way.
 pub async fn reserve(
     tx: &impl GenericClient,
-    owner: &Principal,
+    who: &Principal,
     req: &ReserveRequest,
     approval: Approval<'_>,
     limits: Limits,
@@ -239,7 +249,8 @@ pub async fn reserve(
     // The calendar rules in force now: a change of them waits for this lock.
     let candidate = calendar::Candidate { start: req.start, end: req.end, quantity: req.quantity, except: None };
     calendar::judge(tx, &resource, candidate, Judge::Everything, now).await?;
-    limits::judge(tx, &resource, owner, req.start, None, now).await?;
+    let owner = req.owner.as_deref().unwrap_or(&who.id);
+    limits::judge(tx, &resource, owner, who, req.start, None, now).await?;
     if pre.lapsed {
         // Capacity that lapsed goes to the waitlist first, not to whoever asks next.
         let lapsed = lapse::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;
@@ -256,7 +267,7 @@ pub async fn reserve(
         id: Uuid::now_v7(),
         resource_id: resource.id,
         resource_capacity: resource.capacity,
-        owner: &owner.id,
+        owner,
         start: req.start,
         end: req.end,
         quantity: req.quantity,
@@ -264,7 +275,7 @@ pub async fn reserve(
         expires_at,
         source: Source::Request,
         metadata: &req.metadata,
-        acted_by: Some(&owner.id),
+        acted_by: Some(&who.id),
         now,
         item: None,
     };

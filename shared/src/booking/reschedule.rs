@@ -103,7 +103,7 @@ pub async fn reschedule(
         let candidate = calendar::Candidate { start, end, quantity, except: Some(id) };
         calendar::judge(tx, &resource, candidate, judge, now).await?;
         // The booking moved does not count against itself.
-        limits::judge(tx, &resource, who, start, Some(id), now).await?;
+        limits::judge(tx, &resource, &r.owner, who, start, Some(id), now).await?;
     }
     let metadata = change.metadata.unwrap_or_else(|| r.metadata.clone());
     if several {
@@ -182,7 +182,7 @@ async fn move_items(
                 Err(e) => return Err(e),
             }
             // The booking moved does not count against itself.
-            limits::judge(tx, resource, who, to.start, Some(r.id), now).await?;
+            limits::judge(tx, resource, &r.owner, who, to.start, Some(r.id), now).await?;
         }
         let moved = reservations::move_if_fits(
             tx,

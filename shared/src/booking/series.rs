@@ -51,6 +51,9 @@ impl Mode {
 }
 
 pub struct SeriesRequest {
+    /// The principal the series is for, when an admin makes it for someone else (the
+    /// caller checks that only an admin names one); `None`: the caller.
+    pub owner: Option<String>,
     pub target: SeriesTarget,
     /// The first occurrence.
     pub start: DateTime<Utc>,
@@ -132,9 +135,10 @@ fn refuses_the_request(e: &BookingError) -> bool {
 /// Makes a series: see the module's documentation. `render` turns an occurrence's
 /// refusal into the problem object recorded and answered for it. Run inside a
 /// transaction; commit on `Ok`; on [`BookingError::OccurrencesRefused`] roll back.
+/// `who` acts, as in [`reserve`]: every occurrence records them in `acted_by`.
 pub async fn create_series(
     tx: &impl GenericClient,
-    owner: &Principal,
+    who: &Principal,
     req: &SeriesRequest,
     approval: Approval<'_>,
     limits: Limits,
@@ -155,6 +159,7 @@ pub async fn create_series(
         let outcome = match &req.target {
             SeriesTarget::Resource { resource_id, quantity } => {
                 let one = ReserveRequest {
+                    owner: req.owner.clone(),
                     resource_id: *resource_id,
                     start: o.start,
                     end: o.end,
@@ -162,7 +167,7 @@ pub async fn create_series(
                     confirmation: req.confirmation,
                     metadata: req.metadata.clone(),
                 };
-                match reserve(tx, owner, &one, approval, limits, now).await {
+                match reserve(tx, who, &one, approval, limits, now).await {
                     Ok(Reserved::Reserved(r) | Reserved::Queued(r)) => Ok(r.id),
                     Ok(Reserved::Unavailable) => Err(BookingError::SlotUnavailable),
                     Err(e) => Err(e),
@@ -170,13 +175,14 @@ pub async fn create_series(
             }
             SeriesTarget::Items(items) => {
                 let group = GroupRequest {
+                    owner: req.owner.clone(),
                     items: items.clone(),
                     start: o.start,
                     end: o.end,
                     confirmation: req.confirmation,
                     metadata: req.metadata.clone(),
                 };
-                reserve_items(tx, owner, &group, limits, now).await.map(|r| r.id)
+                reserve_items(tx, who, &group, limits, now).await.map(|r| r.id)
             }
         };
         match outcome {
@@ -223,7 +229,7 @@ pub async fn create_series(
     }
     let new = NewSeries {
         id,
-        owner: &owner.id,
+        owner: req.owner.as_deref().unwrap_or(&who.id),
         resource_id: zone_resource.id,
         time_zone: tz.name(),
         recurrence: &req.recurrence_text,

@@ -31,7 +31,7 @@ macro_rules! expire_lapsed_where {
             r#"
         RETURNING "#,
             columns!(),
-            r#"
+            r#", series_id
     ), ev AS (
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT $5::text, exp.id, "#,
@@ -89,7 +89,7 @@ pub const CLAIM_LAPSED: &str = concat!(
           AND status = 'HELD' AND expires_at <= $1
         RETURNING "#,
     columns!(),
-    r#"
+    r#", series_id
     ), ev AS (
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT $3::text, exp.id, "#,

@@ -107,6 +107,7 @@ const FUNCTIONS: &[(&str, &str)] = &[
     ("reservation_load", include_str!("../../../sql/functions/reservation_load.sql")),
     ("reservation_move_if_fits", include_str!("../../../sql/functions/reservation_move_if_fits.sql")),
     ("reservation_row_valid", include_str!("../../../sql/functions/reservation_row_valid.sql")),
+    ("reservation_series_field", include_str!("../../../sql/functions/reservation_series_field.sql")),
     ("reservation_snapshot", include_str!("../../../sql/functions/reservation_snapshot.sql")),
     ("reservations_set_buffered", include_str!("../../../sql/functions/reservations_set_buffered.sql")),
     ("resources_rules_version", include_str!("../../../sql/functions/resources_rules_version.sql")),

@@ -45,11 +45,12 @@ macro_rules! items {
 }
 
 /// The outbox payload of a reservation event, built from the row the statement wrote
-/// (`reservation_event`).
+/// (`reservation_event`), which must select `series_id`: an occurrence of a series
+/// names it (`series_id`), other reservations carry no such field.
 macro_rules! event_payload {
     ($row:literal) => {
         concat!(
-            "reservation_event(",
+            "(reservation_event(",
             $row,
             ".id, ",
             $row,
@@ -71,7 +72,9 @@ macro_rules! event_payload {
             $row,
             ".metadata, ",
             $row,
-            ".acted_by)"
+            ".acted_by) || jsonb_strip_nulls(jsonb_build_object('series_id', ",
+            $row,
+            ".series_id)))"
         )
     };
 }

@@ -19,8 +19,12 @@ pub const INSERT_OCCURRENCES: &str = "INSERT INTO series_occurrences \
      FROM unnest($2::timestamptz[], $3::timestamptz[], $4::uuid[], $5::jsonb[]) WITH ORDINALITY AS o(s, e, r, p, n)";
 
 /// Names series `$1` on the reservations `$2` and on every item of those that are
-/// bookings of several.
-pub const TAG: &str = "UPDATE reservations SET series_id = $1 WHERE id = ANY($2) OR booking_id = ANY($2)";
+/// bookings of several, and in the events their holds wrote at `$3` (before the series
+/// had an id), in the same transaction: no relay has seen them yet. Those events are
+/// pending at exactly `$3`, which the outbox's pending index finds.
+pub const TAG: &str = "WITH tagged AS (UPDATE reservations SET series_id = $1 WHERE id = ANY($2) OR booking_id = ANY($2)) \
+     UPDATE outbox SET payload = payload || jsonb_build_object('series_id', $1::uuid) \
+     WHERE topic = 'events' AND published_at IS NULL AND next_attempt_at = $3 AND subject_id = ANY($2)";
 
 pub const GET: &str =
     "SELECT id, owner, resource_id, time_zone, recurrence, mode, created_at FROM series WHERE id = $1";
@@ -93,7 +97,7 @@ pub async fn insert(c: &impl GenericClient, s: &NewSeries<'_>, occurrences: &[Oc
     c.execute(&stmt, &[&s.id, &starts, &ends, &held, &problems]).await?;
     let ids: Vec<Uuid> = held.into_iter().flatten().collect();
     let stmt = c.prepare_cached(TAG).await?;
-    c.execute(&stmt, &[&s.id, &ids]).await?;
+    c.execute(&stmt, &[&s.id, &ids, &s.now]).await?;
     Ok(())
 }
 

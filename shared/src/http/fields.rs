@@ -446,6 +446,19 @@ pub fn text(min: usize, max: usize) -> impl Fn(&Value) -> Result<String, String>
     }
 }
 
+/// A principal's id, as a body names one (`owner`): the rule of the lists' `owner`
+/// filter ([`principal_name`]).
+pub fn principal_id(v: &Value) -> Result<String, String> {
+    v.as_str().ok_or_else(|| "must be a string".to_string()).and_then(principal_name)
+}
+
+/// A principal's id: 1 to 255 characters, none of them control characters (a token's
+/// `sub` may be any such string).
+pub(crate) fn principal_name(v: &str) -> Result<String, String> {
+    let ok = (1..=255).contains(&v.chars().count()) && !v.chars().any(char::is_control);
+    if ok { Ok(v.to_string()) } else { Err("must be 1 to 255 characters, none of them control characters".into()) }
+}
+
 /// An array of at most `max` strings (which strings are allowed is the caller's rule,
 /// reported per item).
 pub fn strings(max: usize) -> impl Fn(&Value) -> Result<Vec<String>, String> {

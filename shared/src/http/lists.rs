@@ -2,6 +2,7 @@
 //! once (`status` may repeat) and well-formed; otherwise the request is a 400
 //! `validation-error` that names each parameter at fault, as a strict body would.
 
+use super::fields::principal_name;
 use super::request::{query_names, query_params};
 use super::{ApiError, Rfc3339};
 use crate::booking::{DEFAULT_LIMIT, MAX_LIMIT, OwnWaitlistFilter, PageRequest, ReservationFilter};
@@ -21,7 +22,7 @@ pub fn reservations_query(req: &Request, who: &Principal) -> Result<(Reservation
     });
     let from = q.one("from", |v| Rfc3339::parse(v).map(|t| t.0));
     let to = q.one("to", |v| Rfc3339::parse(v).map(|t| t.0));
-    let owner = q.one("owner", owner_name);
+    let owner = q.one("owner", principal_name);
     let page = q.page();
     q.finish()?;
     may_name(who, owner.as_deref())?;
@@ -54,7 +55,7 @@ pub fn waitlist_query(req: &Request) -> Result<PageRequest, ApiError> {
 pub fn own_waitlist_query(req: &Request, who: &Principal) -> Result<(OwnWaitlistFilter, PageRequest), ApiError> {
     let mut q = Reader::new(req, &["resource_id", "owner", "limit", "cursor"]);
     let resource_id = q.one("resource_id", uuid_value);
-    let owner = q.one("owner", owner_name);
+    let owner = q.one("owner", principal_name);
     let page = q.page();
     q.finish()?;
     may_name(who, owner.as_deref())?;
@@ -69,13 +70,16 @@ fn may_name(who: &Principal, owner: Option<&str>) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn uuid_value(v: &str) -> Result<uuid::Uuid, String> {
-    uuid::Uuid::parse_str(v).map_err(|_| "must be a UUID".to_string())
+/// The owner a booking made by `who` is for: `None` for `who` themselves (named or
+/// not), else the `owner` named, which only an admin may name (else 403, as the lists'
+/// `owner` filter answers).
+pub fn booking_owner(who: &Principal, owner: Option<String>) -> Result<Option<String>, ApiError> {
+    may_name(who, owner.as_deref())?;
+    Ok(owner.filter(|o| *o != who.id))
 }
 
-fn owner_name(v: &str) -> Result<String, String> {
-    let ok = (1..=255).contains(&v.chars().count()) && !v.chars().any(char::is_control);
-    if ok { Ok(v.to_string()) } else { Err("must be 1 to 255 characters, none of them control characters".into()) }
+fn uuid_value(v: &str) -> Result<uuid::Uuid, String> {
+    uuid::Uuid::parse_str(v).map_err(|_| "must be a UUID".to_string())
 }
 
 /// Reads parameters, collecting every fault before answering.

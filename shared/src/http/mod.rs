@@ -14,7 +14,7 @@ mod routes;
 
 pub use idempotency::{KeyedStatement, carries_key, fingerprint, run_idempotent};
 pub use lambda_http::{Body, Request, Response};
-pub use lists::{own_waitlist_query, reservations_query, resources_query, waitlist_query};
+pub use lists::{booking_owner, own_waitlist_query, reservations_query, resources_query, waitlist_query};
 pub use problem::{ApiError, PROBLEM_BASE, PROBLEM_TYPES, ProblemType, problem_type};
 pub use request::{
     EmptyBody, JsonBody, Rfc3339, etag, json_body, not_modified, principal, query_names, query_param, query_params,

@@ -193,3 +193,113 @@ async fn a_series_is_judged_occurrence_by_occurrence_against_the_limits() {
     assert_eq!(held, [true, true, false], "{series}");
     assert_eq!(slug(&occurrences[2]["problem"]), "limit-exceeded", "{series}");
 }
+
+/// The payload of the one event of `kind` about reservation `id`.
+async fn event_of(app: &TestApp, kind: &str, id: &Value) -> Value {
+    let id: uuid::Uuid = id.as_str().unwrap().parse().unwrap();
+    let db = app.db().await;
+    let row =
+        db.query_one("SELECT payload FROM outbox WHERE kind = $1 AND subject_id = $2", &[&kind, &id]).await.unwrap();
+    row.get::<_, Value>(0)
+}
+
+#[tokio::test]
+async fn an_admin_books_for_an_owner_past_the_owners_limit_and_the_booking_records_who_acted() {
+    let app = TestApp::spawn().await;
+    let room = app.resource_with(json!({"name": "Room", "capacity": 3, "limits": [{"max": 1, "window": "day"}]})).await;
+    app.hold("alice", room, 8, 9).await;
+    let (s, e) = hours(10, 11);
+    let body = json!({"resource_id": room, "start": s, "end": e, "owner": "alice", "confirm": true});
+    let (status, booked) = send(app.post("admin", "/v1/reservations", &body)).await;
+    assert_eq!(status, StatusCode::CREATED, "admins are not limited, for whomever they act: {booked}");
+    assert_eq!((booked["owner"].clone(), booked["acted_by"].clone()), (json!("alice"), json!("admin")));
+    let event = event_of(&app, "reservation.confirmed", &booked["id"]).await;
+    assert_eq!((event["owner"].clone(), event["acted_by"].clone()), (json!("alice"), json!("admin")), "{event}");
+
+    let (_, listed) = send(app.get("alice", &format!("/v1/reservations?resource_id={room}"))).await;
+    let ids: Vec<&Value> = listed["items"].as_array().unwrap().iter().map(|r| &r["id"]).collect();
+    assert!(ids.contains(&&booked["id"]), "alice lists it as hers: {listed}");
+    let (status, cancelled) = send(app.delete("alice", &reservation_path(&booked["id"]))).await;
+    assert_eq!((status, cancelled["acted_by"].clone()), (StatusCode::OK, json!("alice")), "{cancelled}");
+
+    let (s, e) = hours(12, 13);
+    let (status, problem) = app.reserve("alice", room, (&s, &e), 1).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "limit-exceeded"), "alice still is: {problem}");
+}
+
+#[tokio::test]
+async fn an_admin_books_several_items_for_an_owner() {
+    let app = TestApp::spawn().await;
+    let (a, b) = (app.resource(1).await, app.resource(1).await);
+    let (s, e) = hours(10, 11);
+    let body = json!({"items": [{"resource_id": a}, {"resource_id": b}], "start": s, "end": e, "owner": "alice"});
+    let (status, held) = send(app.post("admin", "/v1/reservations", &body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{held}");
+    assert_eq!((held["owner"].clone(), held["acted_by"].clone()), (json!("alice"), json!("admin")));
+    let (status, confirmed) = app.confirm("alice", &held["id"]).await;
+    assert_eq!((status, confirmed["status"].clone()), (StatusCode::OK, json!("CONFIRMED")), "{confirmed}");
+}
+
+#[tokio::test]
+async fn only_an_admin_names_another_owner_and_the_name_is_checked() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(2).await;
+    let (s, e) = hours(10, 11);
+    let for_bob = json!({"resource_id": room, "start": s, "end": e, "owner": "bob"});
+    let (status, problem) = send(app.post("alice", "/v1/reservations", &for_bob)).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::FORBIDDEN, "forbidden"), "{problem}");
+    let series = json!({"resource_id": room, "start": s, "end": e, "owner": "bob", "recurrence": "FREQ=DAILY;COUNT=2"});
+    let (status, problem) = send(app.post("alice", "/v1/series", &series)).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::FORBIDDEN, "forbidden"), "{problem}");
+    assert_eq!(app.count("SELECT count(*) FROM reservations", &[]).await, 0);
+
+    let herself = json!({"resource_id": room, "start": s, "end": e, "owner": "alice"});
+    let (status, held) = send(app.post("alice", "/v1/reservations", &herself)).await;
+    assert_eq!(status, StatusCode::CREATED, "naming oneself is the plain booking: {held}");
+    assert_eq!((held["owner"].clone(), held["acted_by"].clone()), (json!("alice"), json!("alice")));
+
+    let bad = json!({"resource_id": room, "start": s, "end": e, "owner": "bo\u{7}b"});
+    let (status, problem) = send(app.post("admin", "/v1/reservations", &bad)).await;
+    assert_eq!((status, problem["errors"][0]["field"].clone()), (StatusCode::BAD_REQUEST, json!("owner")), "{problem}");
+}
+
+#[tokio::test]
+async fn an_admin_makes_a_series_for_an_owner_whose_occurrences_and_events_name_the_series() {
+    let app = TestApp::spawn().await;
+    let room =
+        app.resource_with(json!({"name": "Room", "capacity": 2, "limits": [{"max": 1, "window": "week"}]})).await;
+    let (s, e) = hours(9, 10);
+    let body = json!({"resource_id": room, "start": s, "end": e, "recurrence": "FREQ=DAILY;COUNT=3", "owner": "alice"});
+    let (status, series) = send(app.post("admin", "/v1/series", &body)).await;
+    assert_eq!(status, StatusCode::CREATED, "three in a week, past alice's limit of one: {series}");
+    assert_eq!(series["owner"], json!("alice"));
+    let (status, read) = send(app.get("alice", &format!("/v1/series/{}", series["id"].as_str().unwrap()))).await;
+    assert_eq!(status, StatusCode::OK, "alice reads her series: {read}");
+    for o in series["occurrences"].as_array().unwrap() {
+        let r = app.reservation("alice", &o["reservation_id"]).await;
+        assert_eq!((r["owner"].clone(), r["acted_by"].clone()), (json!("alice"), json!("admin")), "{r}");
+        assert_eq!(r["series_id"], series["id"]);
+        let event = event_of(&app, "reservation.held", &o["reservation_id"]).await;
+        assert_eq!((event["acted_by"].clone(), event["series_id"].clone()), (json!("admin"), series["id"].clone()));
+    }
+    let first = &series["occurrences"][0]["reservation_id"];
+    let (status, _) = app.confirm("alice", first).await;
+    assert_eq!(status, StatusCode::OK);
+    let event = event_of(&app, "reservation.confirmed", first).await;
+    assert_eq!(event["series_id"], series["id"], "every event of an occurrence names its series: {event}");
+    let second = &series["occurrences"][1]["reservation_id"];
+    let (later, _) = hours(34, 35);
+    let (status, moved) =
+        send(app.patch("admin", &reservation_path(second), &json!({"start": later, "end": hours(35, 36).0}))).await;
+    assert_eq!(status, StatusCode::OK, "{moved}");
+    let event = event_of(&app, "reservation.rescheduled", second).await;
+    assert_eq!(event["series_id"], series["id"], "{event}");
+    let third = &series["occurrences"][2]["reservation_id"];
+    let (status, _) = send(app.delete("alice", &reservation_path(third))).await;
+    assert_eq!(status, StatusCode::OK);
+    let event = event_of(&app, "reservation.released", third).await;
+    assert_eq!(event["series_id"], series["id"], "{event}");
+    let single = app.hold("bob", room, 11, 12).await;
+    let event = event_of(&app, "reservation.held", &single["id"]).await;
+    assert!(event.get("series_id").is_none(), "a booking of no series has none: {event}");
+}
