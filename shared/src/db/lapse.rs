@@ -112,9 +112,8 @@ pub async fn expire_lapsed_overlapping(
     end: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    let stmt = c.prepare_cached(EXPIRE_LAPSED_OVERLAPPING).await?;
     let kind = EventKind::ReservationExpired.as_str();
-    c.query(&stmt, &[&resource_id, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
+    c.rows(EXPIRE_LAPSED_OVERLAPPING, &[&resource_id, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
 }
 
 /// See [`EXPIRE_LAPSED_OVERLAPPING_ANY`].
@@ -125,9 +124,8 @@ pub async fn expire_lapsed_overlapping_any(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    let stmt = c.prepare_cached(EXPIRE_LAPSED_OVERLAPPING_ANY).await?;
     let kind = EventKind::ReservationExpired.as_str();
-    c.query(&stmt, &[&resource_ids, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
+    c.rows(EXPIRE_LAPSED_OVERLAPPING_ANY, &[&resource_ids, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
 }
 
 /// See [`EXPIRE_LAPSED_KEEPING_BUFFERS`].
@@ -138,21 +136,18 @@ pub async fn expire_lapsed_keeping_buffers(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    let stmt = c.prepare_cached(EXPIRE_LAPSED_KEEPING_BUFFERS).await?;
     let kind = EventKind::ReservationExpired.as_str();
-    c.query(&stmt, &[&resource_id, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
+    c.rows(EXPIRE_LAPSED_KEEPING_BUFFERS, &[&resource_id, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
 }
 
 /// See [`CLAIM_LAPSED`]: the expired holds of one resource, all of one resource.
 pub async fn claim_lapsed(c: &impl GenericClient, now: DateTime<Utc>, limit: i64) -> Result<Vec<Reservation>, DbError> {
-    let stmt = c.prepare_cached(CLAIM_LAPSED).await?;
     let kind = EventKind::ReservationExpired.as_str();
-    c.query(&stmt, &[&now, &limit, &kind]).await?.iter().map(from_row).collect()
+    c.rows(CLAIM_LAPSED, &[&now, &limit, &kind]).await?.iter().map(from_row).collect()
 }
 
 /// See [`ANY_LAPSED`].
 pub async fn any_lapsed(c: &impl GenericClient, now: DateTime<Utc>) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(ANY_LAPSED).await?;
-    Ok(c.query_one(&stmt, &[&now]).await?.try_get(0)?)
+    Ok(c.row(ANY_LAPSED, &[&now]).await?.try_get(0)?)
 }
 
