@@ -83,9 +83,11 @@ pub const CLAIM_LAPSED: &str = concat!(
         WHERE id IN (
             SELECT r.id FROM reservations r JOIN target t ON r.resource_id = t.id
             WHERE r.status = 'HELD' AND r.expires_at <= $1
-            ORDER BY r.expires_at LIMIT $2)
-          -- Repeated on the target rows themselves: if another sweep expired a row after
-          -- this statement's snapshot, the re-check of the latest version skips it.
+            ORDER BY r.expires_at LIMIT $2
+            -- Locked as they are read, each re-checked at its latest version: a row
+            -- another sweep expired after this statement's snapshot is passed over for
+            -- the next one, so a batch is never emptied by rows already gone.
+            FOR UPDATE OF r)
           AND status = 'HELD' AND expires_at <= $1
         RETURNING "#,
     columns!(),
