@@ -23,6 +23,11 @@
 //!   at the same concurrency. The target is (d) >= 60% of (e). Beside it, with no
 //!   target, **(d1)**: the same on one resource of capacity 1, whose holds share the
 //!   lock and are judged by the exclusion constraint, so they do not queue.
+//! - **(s) statements**: (b) and (b2) again, once with `DB_STATEMENTS=cached` (named
+//!   statements prepared once per connection) and once with `unnamed` (typed unnamed
+//!   statements, no session state: what a transaction-mode pooler needs), on the same
+//!   server and its warm connections, switched between phases; no target, the two
+//!   rates side by side decide the default.
 //! - **(br), (b2r), (d1r)**: (b), (b2) and (d1) again, each right after its plain run,
 //!   on resources with calendar rules (Europe/Berlin, a weekly schedule open all day,
 //!   a 5-minute grid, a minute's notice, a year's advance, a 5-minute buffer after

@@ -315,6 +315,22 @@ mod tests {
     }
 
     #[test]
+    fn statements_are_unnamed_unless_cached_is_asked_for_and_nothing_else_is_taken() {
+        use crate::db::Statements;
+        let with = |v: &'static str| {
+            Config::from_lookup(
+                Defaults::Lambda,
+                lookup(&[("DATABASE_URL", "postgres://x@h/db"), ("DB_STATEMENTS", v)]),
+            )
+        };
+        let default = Config::from_lookup(Defaults::Lambda, lookup(&[("DATABASE_URL", "postgres://x@h/db")])).unwrap();
+        assert_eq!(default.db_statements, Statements::Unnamed);
+        assert_eq!(with("unnamed").unwrap().db_statements, Statements::Unnamed);
+        assert_eq!(with("cached").unwrap().db_statements, Statements::Cached);
+        assert!(with("named").unwrap_err().to_string().contains("DB_STATEMENTS"));
+    }
+
+    #[test]
     fn dev_server_defaults_to_header_identity_and_admin() {
         let c = Config::from_lookup(Defaults::DevServer, lookup(&[("DATABASE_URL", "postgres://x@h/db")])).unwrap();
         assert_eq!(c.auth_mode, AuthMode::Header);

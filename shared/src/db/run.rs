@@ -226,3 +226,38 @@ impl GenericClient for deadpool_postgres::Transaction<'_> {
         tx
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Param, Type};
+    use chrono::{DateTime, Utc};
+    use tokio_postgres::types::Json;
+    use uuid::Uuid;
+
+    fn types(params: &[&dyn Param]) -> Vec<Type> {
+        params.iter().map(|p| p.pg_type()).collect()
+    }
+
+    #[test]
+    fn a_parameter_is_sent_as_the_type_of_its_rust_value_whether_or_not_it_is_null() {
+        let (owner, name, none): (&str, String, Option<&str>) = ("alice", "Room".into(), None);
+        let (id, when, ids): (Uuid, Option<DateTime<Utc>>, Vec<Uuid>) = (Uuid::nil(), None, vec![]);
+        let (statuses, metadata) = (Some(vec!["HELD"]), Json(serde_json::json!({})));
+        assert_eq!(
+            types(&[&owner, &name, &none, &id, &when, &ids.as_slice(), &statuses, &metadata, &7i32, &7i64, &true]),
+            [
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+                Type::UUID,
+                Type::TIMESTAMPTZ,
+                Type::UUID_ARRAY,
+                Type::TEXT_ARRAY,
+                Type::JSONB,
+                Type::INT4,
+                Type::INT8,
+                Type::BOOL
+            ]
+        );
+    }
+}
