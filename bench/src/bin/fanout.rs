@@ -104,17 +104,19 @@ async fn run(p: Params, direct_url: String, pooler_admin: String) -> Result<bool
         "(1) pooled: {} instances through PgBouncer (transaction mode, pool size 20), unnamed statements",
         p.pooled
     );
-    let pooled = drive(&instances(&pooled_url, p.pooled, p.pool_size), &resources, p.measure).await;
+    let pooled = drive(&instances(&pooled_url, p.pooled, p.pool_size), &resources, p.measure, 0).await;
     correct &= pooled.print(&[201, 409]);
 
     println!();
     println!("(2) direct: {} instances straight to PostgreSQL, the same load", p.direct);
-    let direct = drive(&instances(&direct_url, p.direct, p.pool_size), &resources, p.measure).await;
+    settle(&db).await?;
+    let direct = drive(&instances(&direct_url, p.direct, p.pool_size), &resources, p.measure, 1).await;
     correct &= direct.print(&[201, 409]);
 
     println!();
     println!("(3) overload: {} instances straight to PostgreSQL, more connections than it allows", p.overload);
-    let overload = drive(&instances(&direct_url, p.overload, p.pool_size), &resources, p.measure).await;
+    settle(&db).await?;
+    let overload = drive(&instances(&direct_url, p.overload, p.pool_size), &resources, p.measure, 2).await;
     correct &= overload.print(&[201, 409, 503]);
     let refused = overload.tally.count(Outcome::Status(503));
     if refused == 0 {
@@ -153,6 +155,30 @@ async fn run(p: Params, direct_url: String, pooler_admin: String) -> Result<bool
     );
     println!("  verdict: {}", if correct { "every answer right" } else { "WRONG answers (see FAIL above)" });
     Ok(correct)
+}
+
+/// Waits (up to 30 s) until no other connection is open to the bench database: the
+/// pooler's server connections of a run before close when idle (`server_idle_timeout`),
+/// and a direct run must not count them against `max_connections`.
+async fn settle(db: &tokio_postgres::Client) -> Result<(), BoxError> {
+    let started = Instant::now();
+    loop {
+        let others: i64 = db
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await?
+            .get(0);
+        if others == 0 {
+            return Ok(());
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            println!("  note: {others} other connections still open after 30 s");
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// One simulated function instance: its own configuration and its own lazily
@@ -259,11 +285,13 @@ impl Report {
 }
 
 /// Warms every instance with one hold (IN_FLIGHT at a time), then sends holds for
-/// `measure`, IN_FLIGHT in flight, each to the next instance in turn.
-async fn drive(instances: &[AppState], resources: &[Uuid], measure: Duration) -> Report {
+/// `measure`, IN_FLIGHT in flight, each to the next instance in turn. Each run takes
+/// its own sequence of slots (`run`), so that a run's answers are not the 409s of
+/// slots an earlier run took.
+async fn drive(instances: &[AppState], resources: &[Uuid], measure: Duration, run: usize) -> Report {
     let instances: Arc<Vec<AppState>> = Arc::new(instances.to_vec());
     let resources: Arc<Vec<Uuid>> = Arc::new(resources.to_vec());
-    let next = Arc::new(AtomicUsize::new(0));
+    let next = Arc::new(AtomicUsize::new(run * 10_000_000));
     let mut report = Report::default();
 
     let warm = workers(instances.clone(), resources.clone(), next.clone(), None, instances.len()).await;
