@@ -36,7 +36,8 @@ pub enum Defaults {
 pub struct Config {
     /// With its password: printed as `***` by `Debug`.
     pub database_url: Secret,
-    /// Small in Lambda: one invocation at a time per instance, and RDS Proxy multiplexes.
+    /// Small in Lambda: one invocation at a time per instance; a transaction-mode pooler
+    /// (RDS Proxy, PgBouncer) multiplexes many instances with `db_statements` unnamed.
     pub db_pool_size: usize,
     pub db_statement_timeout: Duration,
     /// `DB_STATEMENTS`: how statements are sent (`db::Statements`). `unnamed` (the
