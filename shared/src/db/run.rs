@@ -144,6 +144,27 @@ impl<T: Element> Typed for &[T] {
     const TYPE: Type = T::ARRAY;
 }
 
+/// The runner's methods: each sends its statement unnamed and typed, or named and
+/// cached, by the process's [`mode`].
+macro_rules! runs {
+    ($($(#[$doc:meta])* $name:ident -> $out:ty = $unnamed:ident, $cached:ident;)+) => {
+        $(
+            $(#[$doc])*
+            fn $name(&self, sql: &str, params: &[&dyn Param]) -> impl Future<Output = Result<$out, Error>> + Send
+            where
+                Self: Sync,
+            {
+                async move {
+                    match mode() {
+                        Statements::Unnamed => self.direct().$unnamed(sql, &typed(params)).await,
+                        Statements::Cached => self.$cached(&self.prepare_cached(sql).await?, &untyped(params)).await,
+                    }
+                }
+            }
+        )+
+    };
+}
+
 /// A pooled client or a transaction: what every db function takes. It runs the named
 /// statements in the process's [`mode`]; errors are tokio-postgres's own, so that
 /// callers read their SQLSTATE as before.
@@ -152,56 +173,15 @@ pub trait GenericClient: deadpool_postgres::GenericClient {
     /// statements.
     fn direct(&self) -> &(impl tokio_postgres::GenericClient + Sync);
 
-    /// Every row of `sql`.
-    fn rows(&self, sql: &str, params: &[&dyn Param]) -> impl Future<Output = Result<Vec<Row>, Error>> + Send
-    where
-        Self: Sync,
-    {
-        async move {
-            match mode() {
-                Statements::Unnamed => self.direct().query_typed(sql, &typed(params)).await,
-                Statements::Cached => self.query(&self.prepare_cached(sql).await?, &untyped(params)).await,
-            }
-        }
-    }
-
-    /// The one row of `sql`; an error when there is none or more.
-    fn row(&self, sql: &str, params: &[&dyn Param]) -> impl Future<Output = Result<Row, Error>> + Send
-    where
-        Self: Sync,
-    {
-        async move {
-            match mode() {
-                Statements::Unnamed => self.direct().query_typed_one(sql, &typed(params)).await,
-                Statements::Cached => self.query_one(&self.prepare_cached(sql).await?, &untyped(params)).await,
-            }
-        }
-    }
-
-    /// The row of `sql`, if there is one; an error when there are more.
-    fn opt_row(&self, sql: &str, params: &[&dyn Param]) -> impl Future<Output = Result<Option<Row>, Error>> + Send
-    where
-        Self: Sync,
-    {
-        async move {
-            match mode() {
-                Statements::Unnamed => self.direct().query_typed_opt(sql, &typed(params)).await,
-                Statements::Cached => self.query_opt(&self.prepare_cached(sql).await?, &untyped(params)).await,
-            }
-        }
-    }
-
-    /// Runs `sql`: how many rows it changed.
-    fn exec(&self, sql: &str, params: &[&dyn Param]) -> impl Future<Output = Result<u64, Error>> + Send
-    where
-        Self: Sync,
-    {
-        async move {
-            match mode() {
-                Statements::Unnamed => self.direct().execute_typed(sql, &typed(params)).await,
-                Statements::Cached => self.execute(&self.prepare_cached(sql).await?, &untyped(params)).await,
-            }
-        }
+    runs! {
+        /// Every row of `sql`.
+        rows -> Vec<Row> = query_typed, query;
+        /// The one row of `sql`; an error when there is none or more.
+        row -> Row = query_typed_one, query_one;
+        /// The row of `sql`, if there is one; an error when there are more.
+        opt_row -> Option<Row> = query_typed_opt, query_opt;
+        /// Runs `sql`: how many rows it changed.
+        exec -> u64 = execute_typed, execute;
     }
 }
 
