@@ -23,6 +23,11 @@
 //!   at the same concurrency. The target is (d) >= 60% of (e). Beside it, with no
 //!   target, **(d1)**: the same on one resource of capacity 1, whose holds share the
 //!   lock and are judged by the exclusion constraint, so they do not queue.
+//! - **(s) statements**: (b) and (b2) again, once with `DB_STATEMENTS=cached` (named
+//!   statements prepared once per connection) and once with `unnamed` (typed unnamed
+//!   statements, no session state: what a transaction-mode pooler needs), on the same
+//!   server and its warm connections, switched between phases; no target, the two
+//!   rates side by side decide the default.
 //! - **(br), (b2r), (d1r)**: (b), (b2) and (d1) again, each right after its plain run,
 //!   on resources with calendar rules (Europe/Berlin, a weekly schedule open all day,
 //!   a 5-minute grid, a minute's notice, a year's advance, a 5-minute buffer after
@@ -209,6 +214,19 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     correct &= print_capacity(&db).await?;
 
     println!();
+    println!(
+        "(s) statements: (b) and (b2) with DB_STATEMENTS=cached (named, prepared once per connection) \
+         and =unnamed (typed, one round trip, no session state), alternating on the same server"
+    );
+    let statements = statement_modes(&server, spread, p.concurrency, p.phases, probe).await?;
+    for ((mode, keyed), report) in &statements {
+        println!("  {:<8} {:<6}", mode.as_str(), if *keyed { "keyed" } else { "plain" });
+        correct &= print_throughput(report, "holds/s", Outcome::Status(201));
+    }
+    shared::db::run::set_mode(server.state.config.db_statements);
+    correct &= print_capacity(&db).await?;
+
+    println!();
     println!("(br) the same on resources with calendar rules");
     let rules_mix = HoldMix { rules: Rules::Calendar, ..spread };
     let rules = throughput::http_holds(&server, rules_mix, p.concurrency, p.phases, probe).await?;
@@ -319,6 +337,26 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
         correct,
     );
     Ok(correct)
+}
+
+/// (b) and (b2) once in each mode of sending statements, cached first: `((mode,
+/// keyed), report)` in the order run. The mode is the process's, switched between
+/// phases; the caller sets the configured one back.
+async fn statement_modes(
+    server: &Server,
+    spread: HoldMix,
+    concurrency: usize,
+    phases: Phases,
+    probe: Option<&cpu::Probe>,
+) -> Result<Vec<((shared::db::Statements, bool), throughput::Report)>, BoxError> {
+    use shared::db::Statements::{Cached, Unnamed};
+    let mut reports = Vec::new();
+    for (mode, keyed) in [(Cached, false), (Unnamed, false), (Cached, true), (Unnamed, true)] {
+        shared::db::run::set_mode(mode);
+        let mix = HoldMix { keyed, ..spread };
+        reports.push(((mode, keyed), throughput::http_holds(server, mix, concurrency, phases, probe).await?));
+    }
+    Ok(reports)
 }
 
 /// Sets each pair on the bench database; connections opened afterwards (the server's

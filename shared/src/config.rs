@@ -46,9 +46,14 @@ pub struct Config {
     /// advisory lock that a transaction-mode pooler (RDS Proxy, PgBouncer) would pin or
     /// lose. Unset: the migration step uses `DATABASE_URL`.
     pub database_migration_url: Option<Secret>,
-    /// Small in Lambda: one invocation at a time per instance, and RDS Proxy multiplexes.
+    /// Small in Lambda: one invocation at a time per instance; a transaction-mode pooler
+    /// (RDS Proxy, PgBouncer) multiplexes many instances with `db_statements` unnamed.
     pub db_pool_size: usize,
     pub db_statement_timeout: Duration,
+    /// `DB_STATEMENTS`: how statements are sent (`db::Statements`). `unnamed` (the
+    /// default) works through a transaction-mode pooler; `cached` only on a direct
+    /// connection.
+    pub db_statements: crate::db::Statements,
     /// PEM certificates trusted for TLS to the database besides the public roots: the
     /// RDS CA bundle when connecting to an RDS instance directly.
     pub db_ca_file: Option<String>,
@@ -187,6 +192,17 @@ impl Config {
                 });
             }
         };
+        let db_statements = match get("DB_STATEMENTS").as_deref() {
+            None | Some("") | Some("unnamed") => crate::db::Statements::Unnamed,
+            Some("cached") => crate::db::Statements::Cached,
+            Some(other) => {
+                return Err(ConfigError::Invalid {
+                    name: "DB_STATEMENTS",
+                    value: other.into(),
+                    reason: "expected unnamed (through a pooler or direct) or cached (direct only)",
+                });
+            }
+        };
         let pool_default = match mode {
             Defaults::Lambda => 2,
             Defaults::DevServer => 16,
@@ -196,6 +212,7 @@ impl Config {
             database_migration_url: get("DATABASE_MIGRATION_URL").filter(|u| !u.is_empty()).map(Secret),
             db_pool_size: num("DB_POOL_SIZE", pool_default, 1, 1000)? as usize,
             db_statement_timeout: Duration::from_millis(num("DB_STATEMENT_TIMEOUT_MS", 5_000, 100, 600_000)? as u64),
+            db_statements,
             db_ca_file: get("DB_CA_FILE").filter(|v| !v.is_empty()),
             auth_mode,
             admin_principals,

@@ -9,6 +9,11 @@
 //! 127.0.0.1:5432 as `postgres`); test databases are named with
 //! `TEST_DATABASE_PREFIX` (default `rsv_t_`; scripts/test sets one per run and drops
 //! the run's databases by it at exit).
+//!
+//! `TEST_POOLER_URL`, when set, names a transaction-mode pooler in front of that server
+//! (scripts/test starts PgBouncer): each test's server then reaches its database
+//! through it, sending statements as `DB_STATEMENTS` says, while the harness's own
+//! checks ([`TestApp::db`]) and the databases' creation stay direct.
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use reqwest::{RequestBuilder, StatusCode};
@@ -114,6 +119,9 @@ pub struct TestApp {
     pub http: reqwest::Client,
     pub state: AppState,
     pub database_url: String,
+    /// Direct to the test's database: the harness's checks send named statements,
+    /// which a transaction-mode pooler would not keep.
+    direct: deadpool_postgres::Pool,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -155,9 +163,19 @@ impl TestApp {
 
     pub async fn spawn_with(options: Options) -> Self {
         let database_url = fresh_database().await;
-        let url = database_url.clone();
-        let mut config = Config::from_lookup(Defaults::DevServer, move |k| (k == "DATABASE_URL").then(|| url.clone()))
-            .expect("test configuration");
+        let direct_config =
+            Config::from_lookup(Defaults::DevServer, |k| (k == "DATABASE_URL").then(|| database_url.clone()))
+                .expect("test configuration");
+        let url = match std::env::var("TEST_POOLER_URL") {
+            Ok(pooler) if !pooler.is_empty() => url_with_database(&pooler, database_url.rsplit('/').next().unwrap()),
+            _ => database_url.clone(),
+        };
+        let mut config = Config::from_lookup(Defaults::DevServer, move |k| match k {
+            "DATABASE_URL" => Some(url.clone()),
+            "DB_STATEMENTS" => std::env::var(k).ok(),
+            _ => None,
+        })
+        .expect("test configuration");
         config.db_pool_size = 20;
         if let Some(base) = options.upstream {
             config.upstream.base_url = Some(base);
@@ -165,13 +183,19 @@ impl TestApp {
         }
         (options.tweak)(&mut config);
         let pool = shared::db::pool(&config).expect("pool");
+        let direct = match config.database_url.expose() == direct_config.database_url.expose() {
+            true => pool.clone(),
+            false => {
+                shared::db::pool(&Config { db_statements: config.db_statements, ..direct_config }).expect("direct pool")
+            }
+        };
         let mut state = AppState::new(pool, config).with_upstream_from_config();
         state.clock = options.clock;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let server = tokio::spawn(dev_server::serve_with(listener, state.clone(), options.limits));
         let http = reqwest::Client::builder().pool_max_idle_per_host(200).build().unwrap();
-        TestApp { base, http, state, database_url, server }
+        TestApp { base, http, state, database_url, direct, server }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -327,7 +351,7 @@ impl TestApp {
 
     /// A direct connection to this test's database, for checking what was stored.
     pub async fn db(&self) -> deadpool_postgres::Object {
-        self.state.pool.get().await.unwrap()
+        self.direct.get().await.unwrap()
     }
 }
 

@@ -306,7 +306,7 @@ pub async fn reserve(
             // lapsed capacity over), but a crash that lost this commit would lose only
             // a refusal, or work the next request or sweep redoes: no need to wait for
             // the disk, and the queue of losers behind the lock moves faster.
-            tx.execute("SET LOCAL synchronous_commit TO OFF", &[]).await.map_err(DbError::from)?;
+            tx.batch_execute("SET LOCAL synchronous_commit TO OFF").await.map_err(DbError::from)?;
             Ok(Reserved::Unavailable)
         }
     }

@@ -29,8 +29,7 @@ pub const SUCCESS: &str = "UPDATE upstream_breakers SET consecutive_failures = 0
      probe_until = NULL, updated_at = $2 WHERE name = $1 AND (consecutive_failures > 0 OR open_until IS NOT NULL)";
 
 pub async fn read(c: &impl GenericClient, name: &str) -> Result<Option<(i32, Option<DateTime<Utc>>)>, DbError> {
-    let stmt = c.prepare_cached(READ).await?;
-    c.query_opt(&stmt, &[&name]).await?.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
+    c.opt_row(READ, &[&name]).await?.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
 }
 
 pub async fn take_probe(
@@ -40,8 +39,7 @@ pub async fn take_probe(
     now: DateTime<Utc>,
     until: DateTime<Utc>,
 ) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(TAKE_PROBE).await?;
-    Ok(c.query_opt(&stmt, &[&name, &owner, &now, &until]).await?.is_some())
+    Ok(c.opt_row(TAKE_PROBE, &[&name, &owner, &now, &until]).await?.is_some())
 }
 
 pub async fn failure(
@@ -52,13 +50,11 @@ pub async fn failure(
     open_for: chrono::Duration,
     probe_owner: Option<Uuid>,
 ) -> Result<Option<DateTime<Utc>>, DbError> {
-    let stmt = c.prepare_cached(FAILURE).await?;
     let open_ms = open_for.num_milliseconds() as f64;
-    Ok(c.query_one(&stmt, &[&name, &now, &threshold, &open_ms, &probe_owner]).await?.try_get(0)?)
+    Ok(c.row(FAILURE, &[&name, &now, &threshold, &open_ms, &probe_owner]).await?.try_get(0)?)
 }
 
 pub async fn success(c: &impl GenericClient, name: &str, now: DateTime<Utc>) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(SUCCESS).await?;
-    c.execute(&stmt, &[&name, &now]).await?;
+    c.exec(SUCCESS, &[&name, &now]).await?;
     Ok(())
 }

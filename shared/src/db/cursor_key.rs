@@ -8,8 +8,7 @@ statements![READ];
 pub const READ: &str = "SELECT secret FROM list_cursor_key WHERE id = 1";
 
 pub async fn read(c: &impl GenericClient) -> Result<[u8; 32], DbError> {
-    let stmt = c.prepare_cached(READ).await?;
-    let row = c.query_opt(&stmt, &[]).await?.ok_or_else(|| DbError::Corrupt("no list cursor key".into()))?;
+    let row = c.opt_row(READ, &[]).await?.ok_or_else(|| DbError::Corrupt("no list cursor key".into()))?;
     let secret: Vec<u8> = row.try_get(0)?;
     secret.try_into().map_err(|_| DbError::Corrupt("the list cursor key is not 32 bytes".into()))
 }

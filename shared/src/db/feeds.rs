@@ -120,12 +120,12 @@ fn feed_row(row: &Row) -> Result<FeedRow, DbError> {
 }
 
 pub async fn insert(c: &impl GenericClient, feed: &FeedRow, token_hash: &[u8]) -> Result<(), DbError> {
-    c.execute(INSERT, &[&feed.id, &token_hash, &feed.owner, &feed.resource_id, &feed.created_at]).await?;
+    c.exec(INSERT, &[&feed.id, &token_hash, &feed.owner, &feed.resource_id, &feed.created_at]).await?;
     Ok(())
 }
 
 pub async fn by_token(c: &impl GenericClient, token_hash: &[u8]) -> Result<Option<TokenFeed>, DbError> {
-    let Some(row) = c.query_opt(BY_TOKEN, &[&token_hash]).await? else { return Ok(None) };
+    let Some(row) = c.opt_row(BY_TOKEN, &[&token_hash]).await? else { return Ok(None) };
     let resource = match row.try_get::<_, Option<Uuid>>("resource_id")? {
         Some(id) => Some((id, row.try_get("resource_name")?, row.try_get("time_zone")?)),
         None => None,
@@ -134,11 +134,11 @@ pub async fn by_token(c: &impl GenericClient, token_hash: &[u8]) -> Result<Optio
 }
 
 pub async fn get(c: &impl GenericClient, id: Uuid) -> Result<Option<FeedRow>, DbError> {
-    c.query_opt(GET, &[&id]).await?.map(|row| feed_row(&row)).transpose()
+    c.opt_row(GET, &[&id]).await?.map(|row| feed_row(&row)).transpose()
 }
 
 pub async fn delete(c: &impl GenericClient, id: Uuid) -> Result<bool, DbError> {
-    Ok(c.execute(DELETE, &[&id]).await? == 1)
+    Ok(c.exec(DELETE, &[&id]).await? == 1)
 }
 
 pub async fn rotate(
@@ -147,7 +147,7 @@ pub async fn rotate(
     token_hash: &[u8],
     now: DateTime<Utc>,
 ) -> Result<Option<FeedRow>, DbError> {
-    c.query_opt(ROTATE, &[&id, &token_hash, &now]).await?.map(|row| feed_row(&row)).transpose()
+    c.opt_row(ROTATE, &[&id, &token_hash, &now]).await?.map(|row| feed_row(&row)).transpose()
 }
 
 /// The bookings of a resource's feed (`Some(resource)`) or of an owner's.
@@ -159,9 +159,9 @@ pub async fn events(
 ) -> Result<Vec<EventRow>, DbError> {
     let rows = match resource {
         Some(id) => {
-            c.query(RESOURCE_EVENTS, &[&id, &w.from, &w.to, &w.now, &w.cancelled_since, &w.max_events]).await?
+            c.rows(RESOURCE_EVENTS, &[&id, &w.from, &w.to, &w.now, &w.cancelled_since, &w.max_events]).await?
         }
-        None => c.query(OWNER_EVENTS, &[&owner, &w.from, &w.to, &w.now, &w.cancelled_since, &w.max_events]).await?,
+        None => c.rows(OWNER_EVENTS, &[&owner, &w.from, &w.to, &w.now, &w.cancelled_since, &w.max_events]).await?,
     };
     rows.iter()
         .map(|row| {

@@ -19,7 +19,8 @@ use super::{DbError, GenericClient};
 use crate::domain::{Metadata, Reservation};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
-use tokio_postgres::types::{Json, ToSql};
+use super::run::Param;
+use tokio_postgres::types::Json;
 use uuid::Uuid;
 
 statements![HOLD, HOLD_KEYED, HOLD_ITEMS, PRECHECK, PRECHECK_MANY, RULES];
@@ -145,27 +146,25 @@ fn hold_params<'a>(
     h: &'a NewHold<'_>,
     confirm: &'a bool,
     metadata: &'a Json<&Metadata>,
-) -> [&'a (dyn ToSql + Sync); 10] {
+) -> [&'a dyn Param; 10] {
     [&h.id, &h.resource_id, &h.owner, &h.start, &h.end, &h.quantity, confirm, &h.now, metadata, &h.event_id]
 }
 
 /// See [`HOLD`].
 pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<Hold, DbError> {
-    let stmt = c.prepare_cached(HOLD).await?;
     let metadata = Json(h.metadata);
     let confirm = h.confirmation.is_now();
-    let row = c.query_one(&stmt, &[&hold_params(h, &confirm, &metadata)[..], &[&h.rules_version]].concat()).await?;
+    let row = c.row(HOLD, &[&hold_params(h, &confirm, &metadata)[..], &[&h.rules_version]].concat()).await?;
     hold_of(&row)
 }
 
 /// See [`HOLD_KEYED`]; for autocommit, where the statement is the transaction.
 pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'_>) -> Result<Hold, DbError> {
-    let stmt = c.prepare_cached(HOLD_KEYED).await?;
     let metadata = Json(h.metadata);
     // At least a millisecond: a lock_timeout of 0 would wait forever.
     let wait = format!("{}ms", a.wait.as_millis().max(1));
     let refused_status = a.refused.status as i16;
-    let key: [&(dyn ToSql + Sync); 10] = [
+    let key: [&dyn Param; 10] = [
         &a.key.principal,
         &a.key.method,
         &a.key.route,
@@ -179,7 +178,7 @@ pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'
     ];
     let confirm = h.confirmation.is_now();
     let row = c
-        .query_one(&stmt, &[&hold_params(h, &confirm, &metadata)[..], &key[..], &[&h.rules_version]].concat())
+        .row(HOLD_KEYED, &[&hold_params(h, &confirm, &metadata)[..], &key[..], &[&h.rules_version]].concat())
         .await;
     match row {
         Ok(row) => hold_of(&row),
@@ -255,28 +254,15 @@ pub enum HeldItems {
 
 /// See [`HOLD_ITEMS`]; in autocommit, where the statement is the transaction.
 pub async fn hold_items(c: &impl GenericClient, h: &NewHoldItems<'_>) -> Result<HeldItems, DbError> {
-    let stmt = c.prepare_cached(HOLD_ITEMS).await?;
     let targets: Vec<Uuid> = h.items.iter().map(|i| i.target).collect();
     let pooled: Vec<bool> = h.items.iter().map(|i| i.pooled).collect();
     let quantities: Vec<i32> = h.items.iter().map(|i| i.quantity).collect();
     let confirm = h.confirmation.is_now();
     let metadata = Json(h.metadata);
     let rows = c
-        .query(
-            &stmt,
-            &[
-                &h.ids,
-                &targets,
-                &pooled,
-                &quantities,
-                &h.owner,
-                &h.start,
-                &h.end,
-                &confirm,
-                &h.now,
-                &metadata,
-                &h.event_id,
-            ],
+        .rows(
+            HOLD_ITEMS,
+            &[&h.ids, &targets, &pooled, &quantities, &h.owner, &h.start, &h.end, &confirm, &h.now, &metadata, &h.event_id],
         )
         .await;
     let rows = match rows {
@@ -314,8 +300,7 @@ pub async fn precheck(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Option<Precheck>, DbError> {
-    let stmt = c.prepare_cached(PRECHECK).await?;
-    let Some(row) = c.query_opt(&stmt, &[&resource_id, &start, &end, &now]).await? else { return Ok(None) };
+    let Some(row) = c.opt_row(PRECHECK, &[&resource_id, &start, &end, &now]).await? else { return Ok(None) };
     Ok(Some(Precheck {
         resource: super::resources::from_row(&row)?,
         peak: row.try_get::<_, Option<i64>>("load")?.unwrap_or(0),
@@ -354,8 +339,7 @@ pub async fn precheck_many(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<std::collections::BTreeMap<Uuid, Load>, DbError> {
-    let stmt = c.prepare_cached(PRECHECK_MANY).await?;
-    c.query(&stmt, &[&resource_ids, &start, &end, &now])
+    c.rows(PRECHECK_MANY, &[&resource_ids, &start, &end, &now])
         .await?
         .iter()
         .map(|row| {
@@ -379,8 +363,7 @@ pub struct VersionedRules {
 
 /// See [`RULES`]; `None` when the resource does not exist.
 pub async fn rules(c: &impl GenericClient, resource_id: Uuid) -> Result<Option<VersionedRules>, DbError> {
-    let stmt = c.prepare_cached(RULES).await?;
-    let Some(row) = c.query_opt(&stmt, &[&resource_id]).await? else { return Ok(None) };
+    let Some(row) = c.opt_row(RULES, &[&resource_id]).await? else { return Ok(None) };
     Ok(Some(VersionedRules {
         version: row.try_get("rules_version")?,
         rules: super::resources::calendar_from_row(&row)?,

@@ -102,13 +102,10 @@ pub async fn claim(
     times: ClaimTimes,
     wait: std::time::Duration,
 ) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(CLAIM).await?;
     // At least a millisecond: a lock_timeout of 0 would wait forever.
     let wait = format!("{}ms", wait.as_millis().max(1));
     let row = c
-        .query_one(
-            &stmt,
-            &[&k.principal, &k.method, &k.route, &k.key, &fingerprint, &times.now, &times.expires_at, &wait],
+        .row(CLAIM, &[&k.principal, &k.method, &k.route, &k.key, &fingerprint, &times.now, &times.expires_at, &wait],
         )
         .await?;
     Ok(row.try_get(0)?)
@@ -124,8 +121,7 @@ pub struct ClaimTimes {
 /// See [`READ`]. A committed row without its answer cannot arise (a claim commits
 /// with its answer): it reads as [`DbError::Corrupt`].
 pub async fn read(c: &impl GenericClient, k: &KeyRef<'_>) -> Result<Option<Stored>, DbError> {
-    let stmt = c.prepare_cached(READ).await?;
-    let Some(row) = c.query_opt(&stmt, &[&k.principal, &k.method, &k.route, &k.key]).await? else {
+    let Some(row) = c.opt_row(READ, &[&k.principal, &k.method, &k.route, &k.key]).await? else {
         return Ok(None);
     };
     let state: &str = row.try_get("state")?;
@@ -149,8 +145,7 @@ pub async fn read(c: &impl GenericClient, k: &KeyRef<'_>) -> Result<Option<Store
 
 /// See [`FROM_SNAPSHOT`].
 pub async fn from_snapshot(c: &impl GenericClient, snapshot: &serde_json::Value) -> Result<Reservation, DbError> {
-    let stmt = c.prepare_cached(FROM_SNAPSHOT).await?;
-    from_row(&c.query_one(&stmt, &[snapshot]).await?)
+    from_row(&c.row(FROM_SNAPSHOT, &[snapshot]).await?)
 }
 
 /// See [`COMPLETE`]; call it in the transaction that claimed the key.
@@ -161,9 +156,8 @@ pub async fn complete(
     headers: &serde_json::Value,
     body: &[u8],
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(COMPLETE).await?;
     let status = status as i16;
-    let n = c.execute(&stmt, &[&k.principal, &k.method, &k.route, &k.key, &status, headers, &body]).await?;
+    let n = c.exec(COMPLETE, &[&k.principal, &k.method, &k.route, &k.key, &status, headers, &body]).await?;
     if n != 1 {
         return Err(DbError::Corrupt(format!("idempotency key {} not claimed in this transaction", k.key)));
     }
@@ -178,12 +172,9 @@ pub async fn store_failure(
     reply: (u16, &serde_json::Value, &[u8]),
     times: ClaimTimes,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(STORE_FAILURE).await?;
     let (status, headers, body) = reply;
     let status = status as i16;
-    c.execute(
-        &stmt,
-        &[
+    c.exec(STORE_FAILURE, &[
             &k.principal,
             &k.method,
             &k.route,
@@ -201,6 +192,5 @@ pub async fn store_failure(
 }
 
 pub async fn purge_expired(c: &impl GenericClient, now: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
-    let stmt = c.prepare_cached(PURGE_EXPIRED).await?;
-    Ok(c.execute(&stmt, &[&now, &limit]).await?)
+    Ok(c.exec(PURGE_EXPIRED, &[&now, &limit]).await?)
 }

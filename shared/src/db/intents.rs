@@ -228,8 +228,7 @@ pub async fn insert_approval(
     fingerprint: &[u8],
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(INSERT_APPROVAL).await?;
-    c.execute(&stmt, &[&Uuid::now_v7(), &reservation_id, &principal, &fingerprint, &now]).await?;
+    c.exec(INSERT_APPROVAL, &[&Uuid::now_v7(), &reservation_id, &principal, &fingerprint, &now]).await?;
     Ok(())
 }
 
@@ -240,8 +239,7 @@ pub async fn insert_wait_approval(
     fingerprint: &[u8],
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(INSERT_WAIT_APPROVAL).await?;
-    c.execute(&stmt, &[&Uuid::now_v7(), &entry_id, &principal, &fingerprint, &now]).await?;
+    c.exec(INSERT_WAIT_APPROVAL, &[&Uuid::now_v7(), &entry_id, &principal, &fingerprint, &now]).await?;
     Ok(())
 }
 
@@ -252,8 +250,7 @@ pub async fn insert_wait(
     seat: &str,
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(INSERT_WAIT).await?;
-    c.execute(&stmt, &[&id, &entry_id, &seat, &now]).await?;
+    c.exec(INSERT_WAIT, &[&id, &entry_id, &seat, &now]).await?;
     Ok(())
 }
 
@@ -267,8 +264,7 @@ pub async fn start_wait(
     lease_until: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Option<Claimed>, DbError> {
-    let stmt = c.prepare_cached(START_WAIT).await?;
-    match c.query_opt(&stmt, &[&entry_id, &reservation_id, &lease_owner, &lease_until, &now]).await?.as_ref() {
+    match c.opt_row(START_WAIT, &[&entry_id, &reservation_id, &lease_owner, &lease_until, &now]).await?.as_ref() {
         Some(row) => Ok(Some(claimed(row, lease_owner)?)),
         None => Ok(None),
     }
@@ -287,26 +283,22 @@ pub async fn rewait(
     error: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<Uuid>, DbError> {
-    let stmt = c.prepare_cached(REWAIT).await?;
-    Ok(c.query_opt(&stmt, &[&claim.id, &claim.lease_owner, &error, &now]).await?.map(|r| r.try_get(0)).transpose()?)
+    Ok(c.opt_row(REWAIT, &[&claim.id, &claim.lease_owner, &error, &now]).await?.map(|r| r.try_get(0)).transpose()?)
 }
 
 /// The entry's wait intent, locked: its id and state.
 pub async fn lock_wait(c: &impl GenericClient, entry_id: Uuid) -> Result<Option<(Uuid, IntentState)>, DbError> {
-    let stmt = c.prepare_cached(LOCK_WAIT).await?;
-    let Some(row) = c.query_opt(&stmt, &[&entry_id]).await? else { return Ok(None) };
+    let Some(row) = c.opt_row(LOCK_WAIT, &[&entry_id]).await? else { return Ok(None) };
     Ok(Some((row.try_get(0)?, row.try_get::<_, &str>(1)?.parse()?)))
 }
 
 pub async fn end_wait(c: &impl GenericClient, id: Uuid, reason: &str, now: DateTime<Utc>) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(END_WAIT).await?;
-    Ok(c.execute(&stmt, &[&id, &reason, &now]).await? == 1)
+    Ok(c.exec(END_WAIT, &[&id, &reason, &now]).await? == 1)
 }
 
 /// The number of waits (and entries) ended because their range started.
 pub async fn end_started_waits(c: &impl GenericClient, now: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
-    let stmt = c.prepare_cached(END_STARTED_WAITS).await?;
-    Ok(c.execute(&stmt, &[&now, &limit]).await?)
+    Ok(c.exec(END_STARTED_WAITS, &[&now, &limit]).await?)
 }
 
 pub async fn insert(
@@ -316,8 +308,7 @@ pub async fn insert(
     seat: &str,
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(INSERT).await?;
-    c.execute(&stmt, &[&id, &reservation_id, &seat, &now]).await?;
+    c.exec(INSERT, &[&id, &reservation_id, &seat, &now]).await?;
     Ok(())
 }
 
@@ -329,8 +320,7 @@ pub async fn insert_cancel(
     reservation_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Option<Uuid>, DbError> {
-    let stmt = c.prepare_cached(INSERT_CANCEL).await?;
-    Ok(c.query_opt(&stmt, &[&id, &reservation_id, &now]).await?.map(|r| r.try_get(0)).transpose()?)
+    Ok(c.opt_row(INSERT_CANCEL, &[&id, &reservation_id, &now]).await?.map(|r| r.try_get(0)).transpose()?)
 }
 
 pub async fn claim(
@@ -340,16 +330,14 @@ pub async fn claim(
     lease_owner: Uuid,
     lease_until: DateTime<Utc>,
 ) -> Result<Option<Claimed>, DbError> {
-    let stmt = c.prepare_cached(CLAIM).await?;
-    match c.query_opt(&stmt, &[&id, &now, &lease_owner, &lease_until]).await?.as_ref() {
+    match c.opt_row(CLAIM, &[&id, &now, &lease_owner, &lease_until]).await?.as_ref() {
         Some(row) => Ok(Some(claimed(row, lease_owner)?)),
         None => Ok(None),
     }
 }
 
 pub async fn waiting(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(WAITING).await?;
-    Ok(c.query_opt(&stmt, &[&id, &now]).await?.map(|r| r.try_get(0)).transpose()?.unwrap_or(false))
+    Ok(c.opt_row(WAITING, &[&id, &now]).await?.map(|r| r.try_get(0)).transpose()?.unwrap_or(false))
 }
 
 /// (intent id, reservation id) of each stale intent touched.
@@ -359,8 +347,7 @@ pub async fn touch_stale(
     untouched_since: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<(Uuid, Uuid)>, DbError> {
-    let stmt = c.prepare_cached(TOUCH_STALE).await?;
-    c.query(&stmt, &[&now, &untouched_since, &limit])
+    c.rows(TOUCH_STALE, &[&now, &untouched_since, &limit])
         .await?
         .iter()
         .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
@@ -374,8 +361,7 @@ pub async fn claim_lapsed(
     lease_owner: Uuid,
     lease_until: DateTime<Utc>,
 ) -> Result<Vec<Claimed>, DbError> {
-    let stmt = c.prepare_cached(CLAIM_LAPSED).await?;
-    let rows = c.query(&stmt, &[&now, &limit, &lease_owner, &lease_until]).await?;
+    let rows = c.rows(CLAIM_LAPSED, &[&now, &limit, &lease_owner, &lease_until]).await?;
     rows.iter().map(|r| claimed(r, lease_owner)).collect()
 }
 
@@ -386,8 +372,7 @@ pub async fn unclaim(
     reason: &str,
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(UNCLAIM).await?;
-    c.execute(&stmt, &[&claim.id, &claim.lease_owner, &not_before, &reason, &now]).await?;
+    c.exec(UNCLAIM, &[&claim.id, &claim.lease_owner, &not_before, &reason, &now]).await?;
     Ok(())
 }
 
@@ -398,8 +383,7 @@ pub async fn postpone(
     reason: &str,
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(POSTPONE).await?;
-    c.execute(&stmt, &[&id, &not_before, &reason, &now]).await?;
+    c.exec(POSTPONE, &[&id, &not_before, &reason, &now]).await?;
     Ok(())
 }
 
@@ -412,20 +396,17 @@ pub async fn finish(
     error: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Option<Uuid>, DbError> {
-    let stmt = c.prepare_cached(FINISH).await?;
-    Ok(c.query_opt(&stmt, &[&claim.id, &claim.lease_owner, &state.as_str(), &charge_id, &error, &now])
+    Ok(c.opt_row(FINISH, &[&claim.id, &claim.lease_owner, &state.as_str(), &charge_id, &error, &now])
         .await?
         .map(|r| r.try_get(0))
         .transpose()?)
 }
 
 pub async fn oldest_unsettled(c: &impl GenericClient) -> Result<Option<DateTime<Utc>>, DbError> {
-    let stmt = c.prepare_cached(OLDEST_UNSETTLED).await?;
-    Ok(c.query_one(&stmt, &[]).await?.try_get(0)?)
+    Ok(c.row(OLDEST_UNSETTLED, &[]).await?.try_get(0)?)
 }
 
 pub async fn state_of(c: &impl GenericClient, id: Uuid) -> Result<Option<(IntentState, Option<String>)>, DbError> {
-    let stmt = c.prepare_cached(STATE_OF).await?;
-    let Some(row) = c.query_opt(&stmt, &[&id]).await? else { return Ok(None) };
+    let Some(row) = c.opt_row(STATE_OF, &[&id]).await? else { return Ok(None) };
     Ok(Some((row.try_get::<_, &str>(0)?.parse()?, row.try_get(1)?)))
 }

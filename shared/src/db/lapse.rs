@@ -83,9 +83,11 @@ pub const CLAIM_LAPSED: &str = concat!(
         WHERE id IN (
             SELECT r.id FROM reservations r JOIN target t ON r.resource_id = t.id
             WHERE r.status = 'HELD' AND r.expires_at <= $1
-            ORDER BY r.expires_at LIMIT $2)
-          -- Repeated on the target rows themselves: if another sweep expired a row after
-          -- this statement's snapshot, the re-check of the latest version skips it.
+            ORDER BY r.expires_at LIMIT $2
+            -- Locked as they are read, each re-checked at its latest version: a row
+            -- another sweep expired after this statement's snapshot is passed over for
+            -- the next one, so a batch is never emptied by rows already gone.
+            FOR UPDATE OF r)
           AND status = 'HELD' AND expires_at <= $1
         RETURNING "#,
     columns!(),
@@ -112,9 +114,8 @@ pub async fn expire_lapsed_overlapping(
     end: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    let stmt = c.prepare_cached(EXPIRE_LAPSED_OVERLAPPING).await?;
     let kind = EventKind::ReservationExpired.as_str();
-    c.query(&stmt, &[&resource_id, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
+    c.rows(EXPIRE_LAPSED_OVERLAPPING, &[&resource_id, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
 }
 
 /// See [`EXPIRE_LAPSED_OVERLAPPING_ANY`].
@@ -125,9 +126,8 @@ pub async fn expire_lapsed_overlapping_any(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    let stmt = c.prepare_cached(EXPIRE_LAPSED_OVERLAPPING_ANY).await?;
     let kind = EventKind::ReservationExpired.as_str();
-    c.query(&stmt, &[&resource_ids, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
+    c.rows(EXPIRE_LAPSED_OVERLAPPING_ANY, &[&resource_ids, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
 }
 
 /// See [`EXPIRE_LAPSED_KEEPING_BUFFERS`].
@@ -138,21 +138,18 @@ pub async fn expire_lapsed_keeping_buffers(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    let stmt = c.prepare_cached(EXPIRE_LAPSED_KEEPING_BUFFERS).await?;
     let kind = EventKind::ReservationExpired.as_str();
-    c.query(&stmt, &[&resource_id, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
+    c.rows(EXPIRE_LAPSED_KEEPING_BUFFERS, &[&resource_id, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
 }
 
 /// See [`CLAIM_LAPSED`]: the expired holds of one resource, all of one resource.
 pub async fn claim_lapsed(c: &impl GenericClient, now: DateTime<Utc>, limit: i64) -> Result<Vec<Reservation>, DbError> {
-    let stmt = c.prepare_cached(CLAIM_LAPSED).await?;
     let kind = EventKind::ReservationExpired.as_str();
-    c.query(&stmt, &[&now, &limit, &kind]).await?.iter().map(from_row).collect()
+    c.rows(CLAIM_LAPSED, &[&now, &limit, &kind]).await?.iter().map(from_row).collect()
 }
 
 /// See [`ANY_LAPSED`].
 pub async fn any_lapsed(c: &impl GenericClient, now: DateTime<Utc>) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(ANY_LAPSED).await?;
-    Ok(c.query_one(&stmt, &[&now]).await?.try_get(0)?)
+    Ok(c.row(ANY_LAPSED, &[&now]).await?.try_get(0)?)
 }
 

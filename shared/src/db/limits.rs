@@ -27,8 +27,7 @@ pub async fn counted(
     except: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Counted>, DbError> {
-    let stmt = c.prepare_cached(COUNTED).await?;
-    let rows = c.query(&stmt, &[&resource_id, &owner, &from, &to, &except, &now]).await?;
+    let rows = c.rows(COUNTED, &[&resource_id, &owner, &from, &to, &except, &now]).await?;
     rows.iter()
         .map(|r| Ok(Counted { start: r.try_get("starts_at")?, expires_at: r.try_get("expires_at")? }))
         .collect()

@@ -48,7 +48,9 @@ statement_modules! {
     webhooks,
 }
 
-pub use deadpool_postgres::GenericClient;
+pub mod run;
+
+pub use run::{GenericClient, Statements};
 
 /// Every named statement, for the test that prepares each against the migrated schema
 /// (a typo or a dropped column then fails a test, not a request): the `STATEMENTS` of
@@ -249,7 +251,10 @@ pub fn tls(config: &Config) -> Result<MakeRustlsConnect, ConfigError> {
 /// be closed (`Fast`) handed out connections whose backend had been terminated but
 /// whose close had not arrived yet: the request after a failover or a killed backend
 /// then failed with 503 where it could have run.
+///
+/// It also sets how this process sends statements (`DB_STATEMENTS`, [`run::set_mode`]).
 pub fn pool(config: &Config) -> Result<Pool, ConfigError> {
+    run::set_mode(config.db_statements);
     let manager = Manager::from_config(
         pg_config(config)?,
         tls(config)?,
@@ -460,7 +465,7 @@ mod tests {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             let module = path.file_stem().and_then(|s| s.to_str()).unwrap().to_string();
-            if module == "mod" {
+            if module == "mod" || module == "run" {
                 continue;
             }
             assert!(MODULES.contains(&module.as_str()), "db/{module} is not declared in statement_modules!");

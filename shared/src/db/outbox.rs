@@ -99,9 +99,8 @@ pub async fn claim_due(
     limit: i64,
     lease_until: DateTime<Utc>,
 ) -> Result<Vec<Event>, DbError> {
-    let stmt = c.prepare_cached(CLAIM_DUE).await?;
     let mut events: Vec<Event> = c
-        .query(&stmt, &[&now, &limit, &lease_until, &topic.as_str()])
+        .rows(CLAIM_DUE, &[&now, &limit, &lease_until, &topic.as_str()])
         .await?
         .iter()
         .map(|r| {
@@ -122,22 +121,19 @@ pub async fn claim_due(
 }
 
 pub async fn mark_published(c: &impl GenericClient, ids: &[Uuid], now: DateTime<Utc>) -> Result<u64, DbError> {
-    let stmt = c.prepare_cached(MARK_PUBLISHED).await?;
-    let n: i64 = c.query_one(&stmt, &[&ids, &now]).await?.try_get(0)?;
+    let n: i64 = c.row(MARK_PUBLISHED, &[&ids, &now]).await?.try_get(0)?;
     Ok(n as u64)
 }
 
 /// See [`STALL`].
 pub async fn stall(c: &impl GenericClient, topic: Topic, subject_id: Uuid, seq: i64) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(STALL).await?;
-    c.execute(&stmt, &[&topic.as_str(), &subject_id, &seq]).await?;
+    c.exec(STALL, &[&topic.as_str(), &subject_id, &seq]).await?;
     Ok(())
 }
 
 /// See [`RELEASE`].
 pub async fn release(c: &impl GenericClient, ids: &[Uuid], now: DateTime<Utc>) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(RELEASE).await?;
-    c.execute(&stmt, &[&ids, &now]).await?;
+    c.exec(RELEASE, &[&ids, &now]).await?;
     Ok(())
 }
 
@@ -147,14 +143,12 @@ pub async fn mark_failed(
     retry_at: DateTime<Utc>,
     error: &str,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(MARK_FAILED).await?;
-    c.execute(&stmt, &[&id, &retry_at, &error]).await?;
+    c.exec(MARK_FAILED, &[&id, &retry_at, &error]).await?;
     Ok(())
 }
 
 pub async fn purge_published(c: &impl GenericClient, before: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
-    let stmt = c.prepare_cached(PURGE_PUBLISHED).await?;
-    Ok(c.execute(&stmt, &[&before, &limit]).await?)
+    Ok(c.exec(PURGE_PUBLISHED, &[&before, &limit]).await?)
 }
 
 pub async fn insert_intent_message(
@@ -163,19 +157,16 @@ pub async fn insert_intent_message(
     reservation_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Uuid, DbError> {
-    let stmt = c.prepare_cached(INSERT_INTENT_MESSAGE).await?;
     let message = serde_json::to_value(crate::outbox::IntentMessage { intent_id, reservation_id })
         .map_err(|e| DbError::Corrupt(format!("intent message: {e}")))?;
     let kind = EventKind::IntentRequested.as_str();
-    Ok(c.query_one(&stmt, &[&intent_id, &message, &now, &kind]).await?.try_get(0)?)
+    Ok(c.row(INSERT_INTENT_MESSAGE, &[&intent_id, &message, &now, &kind]).await?.try_get(0)?)
 }
 
 pub async fn pending(c: &impl GenericClient) -> Result<i64, DbError> {
-    let stmt = c.prepare_cached(PENDING).await?;
-    Ok(c.query_one(&stmt, &[]).await?.try_get(0)?)
+    Ok(c.row(PENDING, &[]).await?.try_get(0)?)
 }
 
 pub async fn oldest_pending(c: &impl GenericClient) -> Result<Option<DateTime<Utc>>, DbError> {
-    let stmt = c.prepare_cached(OLDEST_PENDING).await?;
-    Ok(c.query_one(&stmt, &[]).await?.try_get(0)?)
+    Ok(c.row(OLDEST_PENDING, &[]).await?.try_get(0)?)
 }

@@ -91,29 +91,24 @@ pub struct NewPool<'a> {
 
 /// Writes a new pool and its members (run in a transaction: two statements).
 pub async fn insert(c: &impl GenericClient, p: &NewPool<'_>) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(INSERT).await?;
-    c.execute(&stmt, &[&p.id, &p.name, &p.strategy.as_str(), &p.created_by, &p.now]).await?;
+    c.exec(INSERT, &[&p.id, &p.name, &p.strategy.as_str(), &p.created_by, &p.now]).await?;
     set_members(c, p.id, p.resource_ids).await
 }
 
 /// Replaces a pool's members (two statements, in order: run in a transaction).
 pub async fn set_members(c: &impl GenericClient, id: Uuid, resource_ids: &[Uuid]) -> Result<(), DbError> {
-    let clear = c.prepare_cached(CLEAR_MEMBERS).await?;
-    c.execute(&clear, &[&id]).await?;
-    let add = c.prepare_cached(ADD_MEMBERS).await?;
-    c.execute(&add, &[&id, &resource_ids]).await?;
+    c.exec(CLEAR_MEMBERS, &[&id]).await?;
+    c.exec(ADD_MEMBERS, &[&id, &resource_ids]).await?;
     Ok(())
 }
 
 pub async fn get(c: &impl GenericClient, id: Uuid) -> Result<Option<Pool>, DbError> {
-    let stmt = c.prepare_cached(GET).await?;
-    c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+    c.opt_row(GET, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
 /// Locks a pool for a change; `false` when there is no such pool.
 pub async fn lock(c: &impl GenericClient, id: Uuid) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(LOCK).await?;
-    Ok(c.query_opt(&stmt, &[&id]).await?.is_some())
+    Ok(c.opt_row(LOCK, &[&id]).await?.is_some())
 }
 
 /// See [`LIST`]; `after` is the `(created_at, id)` of the last row of the page before.
@@ -122,9 +117,8 @@ pub async fn list(
     after: Option<(DateTime<Utc>, Uuid)>,
     limit: i64,
 ) -> Result<Vec<Pool>, DbError> {
-    let stmt = c.prepare_cached(LIST).await?;
     let (after_at, after_id) = after.unzip();
-    c.query(&stmt, &[&after_at, &after_id, &limit]).await?.iter().map(from_row).collect()
+    c.rows(LIST, &[&after_at, &after_id, &limit]).await?.iter().map(from_row).collect()
 }
 
 pub async fn update(
@@ -134,15 +128,13 @@ pub async fn update(
     strategy: PoolStrategy,
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(UPDATE).await?;
-    c.execute(&stmt, &[&id, &name, &strategy.as_str(), &now]).await?;
+    c.exec(UPDATE, &[&id, &name, &strategy.as_str(), &now]).await?;
     Ok(())
 }
 
 /// Whether a pool was deleted.
 pub async fn delete(c: &impl GenericClient, id: Uuid) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(DELETE).await?;
-    Ok(c.execute(&stmt, &[&id]).await? == 1)
+    Ok(c.exec(DELETE, &[&id]).await? == 1)
 }
 
 /// A pool as a booking picks from it.
@@ -156,9 +148,8 @@ pub struct Members {
 
 /// See [`MEMBERS_OF`]: the pools found (with members), in no particular order.
 pub async fn members_of(c: &impl GenericClient, pools: &[Uuid]) -> Result<Vec<Members>, DbError> {
-    let stmt = c.prepare_cached(MEMBERS_OF).await?;
     let mut out: Vec<Members> = Vec::new();
-    for row in c.query(&stmt, &[&pools]).await? {
+    for row in c.rows(MEMBERS_OF, &[&pools]).await? {
         let pool_id: Uuid = row.try_get("pool_id")?;
         let resource_id: Uuid = row.try_get("resource_id")?;
         match out.last_mut() {
@@ -181,8 +172,7 @@ pub async fn live_bookings(
     to: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<(Uuid, i64)>, DbError> {
-    let stmt = c.prepare_cached(LIVE_BOOKINGS).await?;
-    c.query(&stmt, &[&resources, &from, &to, &now])
+    c.rows(LIVE_BOOKINGS, &[&resources, &from, &to, &now])
         .await?
         .iter()
         .map(|row| Ok((row.try_get("resource_id")?, row.try_get("live")?)))

@@ -96,10 +96,9 @@ pub fn list_statement(f: &ListFilter<'_>) -> &'static str {
 
 /// A page of a reservations list (see [`list_statement`]).
 pub async fn list(c: &impl GenericClient, f: &ListFilter<'_>) -> Result<Vec<Reservation>, DbError> {
-    let stmt = c.prepare_cached(list_statement(f)).await?;
     let statuses: Option<Vec<&str>> = (!f.statuses.is_empty()).then(|| f.statuses.iter().map(|s| s.as_str()).collect());
     let (after_at, after_id) = f.after.unzip();
-    c.query(&stmt, &[&f.owner, &f.resource_id, &f.now, &statuses, &f.from, &f.to, &after_at, &after_id, &f.limit])
+    c.rows(list_statement(f), &[&f.owner, &f.resource_id, &f.now, &statuses, &f.from, &f.to, &after_at, &after_id, &f.limit])
         .await?
         .iter()
         .map(from_row)

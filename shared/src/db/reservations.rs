@@ -276,14 +276,11 @@ pub struct Inserted {
 
 /// The conditional insert (see [`INSERT_IF_FITS`]).
 pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> Result<Inserted, DbError> {
-    let stmt = c.prepare_cached(INSERT_IF_FITS).await?;
     let status = r.status.as_str();
     let source = r.source.as_str();
     let no_failure: Option<&str> = None;
     let rows = c
-        .query(
-            &stmt,
-            &[
+        .rows(INSERT_IF_FITS, &[
                 &r.id,
                 &r.resource_id,
                 &r.resource_capacity,
@@ -323,19 +320,16 @@ fn written(rows: &[Row], flag: &str) -> Result<Inserted, DbError> {
 }
 
 pub async fn get(c: &impl GenericClient, id: Uuid) -> Result<Option<Reservation>, DbError> {
-    let stmt = c.prepare_cached(GET).await?;
-    c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+    c.opt_row(GET, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
 /// Locks the reservation row until the end of the caller's transaction.
 pub async fn lock(c: &impl GenericClient, id: Uuid) -> Result<Option<Reservation>, DbError> {
-    let stmt = c.prepare_cached(LOCK).await?;
-    c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+    c.opt_row(LOCK, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
 pub async fn resource_of(c: &impl GenericClient, id: Uuid) -> Result<Option<Uuid>, DbError> {
-    let stmt = c.prepare_cached(RESOURCE_OF).await?;
-    Ok(c.query_opt(&stmt, &[&id]).await?.map(|row| row.try_get(0)).transpose()?)
+    Ok(c.opt_row(RESOURCE_OF, &[&id]).await?.map(|row| row.try_get(0)).transpose()?)
 }
 
 pub async fn set_status(
@@ -346,10 +340,9 @@ pub async fn set_status(
     acted_by: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Reservation, DbError> {
-    let stmt = c.prepare_cached(SET_STATUS).await?;
     let failure = failure.map(FailureReason::as_str);
     let event = EventKind::of_status(status).map(EventKind::as_str);
-    let row = c.query_one(&stmt, &[&id, &status.as_str(), &failure, &now, &event, &acted_by]).await?;
+    let row = c.row(SET_STATUS, &[&id, &status.as_str(), &failure, &now, &event, &acted_by]).await?;
     from_row(&row)
 }
 
@@ -361,9 +354,8 @@ pub async fn extend(
     acted_by: &str,
     now: DateTime<Utc>,
 ) -> Result<Reservation, DbError> {
-    let stmt = c.prepare_cached(EXTEND).await?;
     let event = EventKind::ReservationExtended.as_str();
-    from_row(&c.query_one(&stmt, &[&id, &until, &now, &acted_by, &event]).await?)
+    from_row(&c.row(EXTEND, &[&id, &until, &now, &acted_by, &event]).await?)
 }
 
 /// Records a booking's event ([`BOOKING_EVENT`]).
@@ -373,27 +365,23 @@ pub async fn booking_event(
     kind: EventKind,
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(BOOKING_EVENT).await?;
-    c.execute(&stmt, &[&lead, &kind.as_str(), &now]).await?;
+    c.exec(BOOKING_EVENT, &[&lead, &kind.as_str(), &now]).await?;
     Ok(())
 }
 
 /// See [`RESOURCES_OF_BOOKING`]; empty when there is no such reservation.
 pub async fn resources_of_booking(c: &impl GenericClient, id: Uuid) -> Result<Vec<Uuid>, DbError> {
-    let stmt = c.prepare_cached(RESOURCES_OF_BOOKING).await?;
-    c.query(&stmt, &[&id]).await?.iter().map(|row| Ok(row.try_get(0)?)).collect()
+    c.rows(RESOURCES_OF_BOOKING, &[&id]).await?.iter().map(|row| Ok(row.try_get(0)?)).collect()
 }
 
 /// See [`ITEMS_OF_BOOKING`]: each row with the pool it was picked from.
 pub async fn items_of_booking(c: &impl GenericClient, id: Uuid) -> Result<Vec<(Reservation, Option<Uuid>)>, DbError> {
-    let stmt = c.prepare_cached(ITEMS_OF_BOOKING).await?;
-    c.query(&stmt, &[&id]).await?.iter().map(|row| Ok((from_row(row)?, row.try_get("pool_id")?))).collect()
+    c.rows(ITEMS_OF_BOOKING, &[&id]).await?.iter().map(|row| Ok((from_row(row)?, row.try_get("pool_id")?))).collect()
 }
 
 /// See [`RESCHEDULES`]; 0 for a reservation that does not exist.
 pub async fn reschedules(c: &impl GenericClient, id: Uuid) -> Result<i32, DbError> {
-    let stmt = c.prepare_cached(RESCHEDULES).await?;
-    Ok(c.query_opt(&stmt, &[&id]).await?.map(|row| row.try_get(0)).transpose()?.unwrap_or(0))
+    Ok(c.opt_row(RESCHEDULES, &[&id]).await?.map(|row| row.try_get(0)).transpose()?.unwrap_or(0))
 }
 
 /// A reschedule's new range, quantity and metadata (see [`MOVE_IF_FITS`]).
@@ -415,11 +403,8 @@ pub struct Move<'a> {
 /// The conditional move (see [`MOVE_IF_FITS`]): the moved reservation, `None` when it
 /// does not fit there (it is unchanged), and the lapsed holds it wrote down first.
 pub async fn move_if_fits(c: &impl GenericClient, m: &Move<'_>) -> Result<Inserted, DbError> {
-    let stmt = c.prepare_cached(MOVE_IF_FITS).await?;
     let rows = c
-        .query(
-            &stmt,
-            &[
+        .rows(MOVE_IF_FITS, &[
                 &m.id,
                 &m.resource_id,
                 &m.resource_capacity,
@@ -437,13 +422,11 @@ pub async fn move_if_fits(c: &impl GenericClient, m: &Move<'_>) -> Result<Insert
 }
 
 pub async fn peak_ahead(c: &impl GenericClient, resource_id: Uuid, now: DateTime<Utc>) -> Result<i64, DbError> {
-    let stmt = c.prepare_cached(PEAK_AHEAD).await?;
-    Ok(c.query_one(&stmt, &[&resource_id, &now]).await?.try_get::<_, Option<i64>>(0)?.unwrap_or(0))
+    Ok(c.row(PEAK_AHEAD, &[&resource_id, &now]).await?.try_get::<_, Option<i64>>(0)?.unwrap_or(0))
 }
 
 pub async fn detach_settled(c: &impl GenericClient, resource_id: Uuid, now: DateTime<Utc>) -> Result<u64, DbError> {
-    let stmt = c.prepare_cached(DETACH_SETTLED).await?;
-    Ok(c.execute(&stmt, &[&resource_id, &now]).await?)
+    Ok(c.exec(DETACH_SETTLED, &[&resource_id, &now]).await?)
 }
 
 /// An active booking as buffers see it: its own range and the range it keeps.
@@ -462,8 +445,7 @@ pub async fn kept_near(
     to: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Kept>, DbError> {
-    let stmt = c.prepare_cached(KEPT_NEAR).await?;
-    let rows = c.query(&stmt, &[&resource_id, &from, &to, &now]).await?;
+    let rows = c.rows(KEPT_NEAR, &[&resource_id, &from, &to, &now]).await?;
     rows.iter()
         .map(|row| {
             let quantity = i64::from(row.try_get::<_, i32>("quantity")?);
@@ -483,8 +465,7 @@ pub async fn active_in_window(
     to: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    let stmt = c.prepare_cached(ACTIVE_IN_WINDOW).await?;
-    c.query(&stmt, &[&resource_id, &from, &to, &now]).await?.iter().map(from_row).collect()
+    c.rows(ACTIVE_IN_WINDOW, &[&resource_id, &from, &to, &now]).await?.iter().map(from_row).collect()
 }
 
 impl Reservation {

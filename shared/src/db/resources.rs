@@ -101,11 +101,8 @@ pub struct NewResource<'a> {
 }
 
 pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resource, DbError> {
-    let stmt = c.prepare_cached(INSERT).await?;
     let row = c
-        .query_one(
-            &stmt,
-            &[
+        .row(INSERT, &[
                 &r.id,
                 &r.name,
                 &r.capacity,
@@ -136,8 +133,7 @@ pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resou
 }
 
 pub async fn get(c: &impl GenericClient, id: Uuid) -> Result<Option<Resource>, DbError> {
-    let stmt = c.prepare_cached(GET).await?;
-    c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+    c.opt_row(GET, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
 /// See [`LIST`]; `after` is the `(created_at, id)` of the last row of the page before.
@@ -147,27 +143,23 @@ pub async fn list(
     after: Option<(DateTime<Utc>, Uuid)>,
     limit: i64,
 ) -> Result<Vec<Resource>, DbError> {
-    let stmt = c.prepare_cached(LIST).await?;
     let (after_at, after_id) = after.unzip();
-    c.query(&stmt, &[&include_archived, &after_at, &after_id, &limit]).await?.iter().map(from_row).collect()
+    c.rows(LIST, &[&include_archived, &after_at, &after_id, &limit]).await?.iter().map(from_row).collect()
 }
 
 /// Locks the resource row until the end of the caller's transaction.
 pub async fn lock(c: &impl GenericClient, id: Uuid) -> Result<Option<Resource>, DbError> {
-    let stmt = c.prepare_cached(LOCK).await?;
-    c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+    c.opt_row(LOCK, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
 /// Locks the resources `ids` ([`LOCK_MANY`]): those found, by id.
 pub async fn lock_many(c: &impl GenericClient, ids: &[Uuid]) -> Result<Vec<Resource>, DbError> {
-    let stmt = c.prepare_cached(LOCK_MANY).await?;
-    c.query(&stmt, &[&ids]).await?.iter().map(from_row).collect()
+    c.rows(LOCK_MANY, &[&ids]).await?.iter().map(from_row).collect()
 }
 
 /// Locks the resource row for a change of the row itself ([`LOCK_FOR_CHANGE`]).
 pub async fn lock_for_change(c: &impl GenericClient, id: Uuid) -> Result<Option<Resource>, DbError> {
-    let stmt = c.prepare_cached(LOCK_FOR_CHANGE).await?;
-    c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+    c.opt_row(LOCK_FOR_CHANGE, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
 /// A resource's changeable settings, as [`UPDATE_SETTINGS`] writes them.
@@ -188,11 +180,8 @@ pub async fn update_settings(
     s: &Settings<'_>,
     now: DateTime<Utc>,
 ) -> Result<Resource, DbError> {
-    let stmt = c.prepare_cached(UPDATE_SETTINGS).await?;
     let row = c
-        .query_one(
-            &stmt,
-            &[
+        .row(UPDATE_SETTINGS, &[
                 &id,
                 &s.name,
                 &s.capacity,
@@ -220,8 +209,7 @@ pub async fn update_settings(
 }
 
 pub async fn archive(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<Resource, DbError> {
-    let stmt = c.prepare_cached(ARCHIVE).await?;
-    from_row(&c.query_one(&stmt, &[&id, &now]).await?)
+    from_row(&c.row(ARCHIVE, &[&id, &now]).await?)
 }
 
 pub(crate) fn from_row(row: &Row) -> Result<Resource, DbError> {

@@ -57,8 +57,7 @@ pub struct DueSeat {
 }
 
 pub async fn schedule(c: &impl GenericClient, resource_id: Uuid, at: DateTime<Utc>) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(SCHEDULE).await?;
-    c.execute(&stmt, &[&resource_id, &at]).await?;
+    c.exec(SCHEDULE, &[&resource_id, &at]).await?;
     Ok(())
 }
 
@@ -68,8 +67,7 @@ pub async fn defer(
     until: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(DEFER).await?;
-    c.execute(&stmt, &[&resource_id, &until, &now]).await?;
+    c.exec(DEFER, &[&resource_id, &until, &now]).await?;
     Ok(())
 }
 
@@ -79,8 +77,7 @@ pub async fn claim_due(
     limit: i64,
     lease_until: DateTime<Utc>,
 ) -> Result<Vec<DueSeat>, DbError> {
-    let stmt = c.prepare_cached(CLAIM_DUE).await?;
-    c.query(&stmt, &[&now, &limit, &lease_until])
+    c.rows(CLAIM_DUE, &[&now, &limit, &lease_until])
         .await?
         .iter()
         .map(|r| {
@@ -103,13 +100,11 @@ pub async fn reschedule(
     idle_polls: i32,
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(RESCHEDULE).await?;
-    c.execute(&stmt, &[&seat.resource_id, &at, &idle_polls, &seat.lease_until, &now]).await?;
+    c.exec(RESCHEDULE, &[&seat.resource_id, &at, &idle_polls, &seat.lease_until, &now]).await?;
     Ok(())
 }
 
 pub async fn forget(c: &impl GenericClient, seat: &DueSeat) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(FORGET).await?;
-    c.execute(&stmt, &[&seat.resource_id, &seat.lease_until]).await?;
+    c.exec(FORGET, &[&seat.resource_id, &seat.lease_until]).await?;
     Ok(())
 }

@@ -86,24 +86,20 @@ pub struct SeriesRow {
 
 /// Records a series and its occurrences, and names it on the reservations held.
 pub async fn insert(c: &impl GenericClient, s: &NewSeries<'_>, occurrences: &[OccurrenceRow]) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(INSERT).await?;
-    c.execute(&stmt, &[&s.id, &s.owner, &s.resource_id, &s.time_zone, &s.recurrence, &s.mode, &s.now]).await?;
+    c.exec(INSERT, &[&s.id, &s.owner, &s.resource_id, &s.time_zone, &s.recurrence, &s.mode, &s.now]).await?;
     let starts: Vec<DateTime<Utc>> = occurrences.iter().map(|o| o.start).collect();
     let ends: Vec<DateTime<Utc>> = occurrences.iter().map(|o| o.end).collect();
     let held: Vec<Option<Uuid>> = occurrences.iter().map(|o| o.reservation_id).collect();
     let problems: Vec<Option<Json<&serde_json::Value>>> =
         occurrences.iter().map(|o| o.problem.as_ref().map(Json)).collect();
-    let stmt = c.prepare_cached(INSERT_OCCURRENCES).await?;
-    c.execute(&stmt, &[&s.id, &starts, &ends, &held, &problems]).await?;
+    c.exec(INSERT_OCCURRENCES, &[&s.id, &starts, &ends, &held, &problems]).await?;
     let ids: Vec<Uuid> = held.into_iter().flatten().collect();
-    let stmt = c.prepare_cached(TAG).await?;
-    c.execute(&stmt, &[&s.id, &ids, &s.now]).await?;
+    c.exec(TAG, &[&s.id, &ids, &s.now]).await?;
     Ok(())
 }
 
 pub async fn get(c: &impl GenericClient, id: Uuid) -> Result<Option<SeriesRow>, DbError> {
-    let stmt = c.prepare_cached(GET).await?;
-    let Some(row) = c.query_opt(&stmt, &[&id]).await? else { return Ok(None) };
+    let Some(row) = c.opt_row(GET, &[&id]).await? else { return Ok(None) };
     Ok(Some(SeriesRow {
         id: row.try_get("id")?,
         owner: row.try_get("owner")?,
@@ -116,8 +112,7 @@ pub async fn get(c: &impl GenericClient, id: Uuid) -> Result<Option<SeriesRow>, 
 }
 
 pub async fn occurrences(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<Vec<OccurrenceRow>, DbError> {
-    let stmt = c.prepare_cached(OCCURRENCES).await?;
-    c.query(&stmt, &[&id, &now])
+    c.rows(OCCURRENCES, &[&id, &now])
         .await?
         .iter()
         .map(|row| {
@@ -134,8 +129,7 @@ pub async fn occurrences(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -
 }
 
 pub async fn place_of(c: &impl GenericClient, series: Uuid, reservation: Uuid) -> Result<Option<i32>, DbError> {
-    let stmt = c.prepare_cached(PLACE_OF).await?;
-    Ok(c.query_opt(&stmt, &[&series, &reservation]).await?.map(|row| row.try_get(0)).transpose()?)
+    Ok(c.opt_row(PLACE_OF, &[&series, &reservation]).await?.map(|row| row.try_get(0)).transpose()?)
 }
 
 pub async fn in_scope(
@@ -144,6 +138,5 @@ pub async fn in_scope(
     from: i32,
     now: DateTime<Utc>,
 ) -> Result<Vec<Uuid>, DbError> {
-    let stmt = c.prepare_cached(IN_SCOPE).await?;
-    c.query(&stmt, &[&series, &from, &now]).await?.iter().map(|row| Ok(row.try_get(0)?)).collect()
+    c.rows(IN_SCOPE, &[&series, &from, &now]).await?.iter().map(|row| Ok(row.try_get(0)?)).collect()
 }

@@ -31,8 +31,7 @@ pub struct Key<'a> {
 }
 
 pub async fn read(c: &impl GenericClient, k: &Key<'_>) -> Result<Option<(serde_json::Value, DateTime<Utc>)>, DbError> {
-    let stmt = c.prepare_cached(READ).await?;
-    let Some(r) = c.query_opt(&stmt, &[&k.seat, &k.start, &k.end]).await? else { return Ok(None) };
+    let Some(r) = c.opt_row(READ, &[&k.seat, &k.start, &k.end]).await? else { return Ok(None) };
     let taken: Option<serde_json::Value> = r.try_get(0)?;
     let at: Option<DateTime<Utc>> = r.try_get(1)?;
     Ok(taken.zip(at))
@@ -46,9 +45,8 @@ pub async fn take_refresh(
     until: DateTime<Utc>,
     ttl_ms: i64,
 ) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(TAKE_REFRESH).await?;
     let ttl = ttl_ms as f64;
-    Ok(c.query_opt(&stmt, &[&k.seat, &k.start, &k.end, &owner, &now, &until, &ttl]).await?.is_some())
+    Ok(c.opt_row(TAKE_REFRESH, &[&k.seat, &k.start, &k.end, &owner, &now, &until, &ttl]).await?.is_some())
 }
 
 pub async fn store(
@@ -57,13 +55,11 @@ pub async fn store(
     taken: &serde_json::Value,
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(STORE).await?;
-    c.execute(&stmt, &[&k.seat, &k.start, &k.end, taken, &now]).await?;
+    c.exec(STORE, &[&k.seat, &k.start, &k.end, taken, &now]).await?;
     Ok(())
 }
 
 pub async fn give_back(c: &impl GenericClient, k: &Key<'_>, owner: Uuid) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(GIVE_BACK).await?;
-    c.execute(&stmt, &[&k.seat, &k.start, &k.end, &owner]).await?;
+    c.exec(GIVE_BACK, &[&k.seat, &k.start, &k.end, &owner]).await?;
     Ok(())
 }

@@ -299,9 +299,8 @@ pub struct NewEntry<'a> {
 
 /// The new entry, or `None` when the owner already has an active one for the range.
 pub async fn insert(c: &impl GenericClient, e: &NewEntry<'_>) -> Result<Option<WaitlistEntry>, DbError> {
-    let stmt = c.prepare_cached(INSERT).await?;
     let row = c
-        .query_opt(&stmt, &[&e.id, &e.resource_id, &e.owner, &e.start, &e.end, &e.quantity, &e.now, &e.auto_book])
+        .opt_row(INSERT, &[&e.id, &e.resource_id, &e.owner, &e.start, &e.end, &e.quantity, &e.now, &e.auto_book])
         .await?;
     row.as_ref().map(from_row).transpose()
 }
@@ -313,8 +312,7 @@ pub async fn active_for_range(
     owner: &str,
     (start, end): (DateTime<Utc>, DateTime<Utc>),
 ) -> Result<Option<Uuid>, DbError> {
-    let stmt = c.prepare_cached(ACTIVE_FOR_RANGE).await?;
-    Ok(c.query_opt(&stmt, &[&resource_id, &owner, &start, &end]).await?.map(|row| row.try_get(0)).transpose()?)
+    Ok(c.opt_row(ACTIVE_FOR_RANGE, &[&resource_id, &owner, &start, &end]).await?.map(|row| row.try_get(0)).transpose()?)
 }
 
 pub async fn upstream_queue(
@@ -323,8 +321,7 @@ pub async fn upstream_queue(
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<WaitlistEntry>, DbError> {
-    let stmt = c.prepare_cached(UPSTREAM_QUEUE).await?;
-    c.query(&stmt, &[&resource_id, &now, &limit]).await?.iter().map(from_row).collect()
+    c.rows(UPSTREAM_QUEUE, &[&resource_id, &now, &limit]).await?.iter().map(from_row).collect()
 }
 
 pub async fn accept_wait(
@@ -333,28 +330,23 @@ pub async fn accept_wait(
     reservation_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(ACCEPT_WAIT).await?;
-    Ok(c.execute(&stmt, &[&id, &reservation_id, &now]).await? == 1)
+    Ok(c.exec(ACCEPT_WAIT, &[&id, &reservation_id, &now]).await? == 1)
 }
 
 pub async fn request_leave(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(REQUEST_LEAVE).await?;
-    Ok(c.execute(&stmt, &[&id, &now]).await? == 1)
+    Ok(c.exec(REQUEST_LEAVE, &[&id, &now]).await? == 1)
 }
 
 pub async fn get(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<Option<WaitlistEntry>, DbError> {
-    let stmt = c.prepare_cached(GET).await?;
-    c.query_opt(&stmt, &[&id, &now]).await?.as_ref().map(from_row).transpose()
+    c.opt_row(GET, &[&id, &now]).await?.as_ref().map(from_row).transpose()
 }
 
 pub async fn lock(c: &impl GenericClient, id: Uuid) -> Result<Option<WaitlistEntry>, DbError> {
-    let stmt = c.prepare_cached(LOCK).await?;
-    c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+    c.opt_row(LOCK, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
 pub async fn resource_of(c: &impl GenericClient, id: Uuid) -> Result<Option<Uuid>, DbError> {
-    let stmt = c.prepare_cached(RESOURCE_OF).await?;
-    Ok(c.query_opt(&stmt, &[&id]).await?.map(|row| row.try_get(0)).transpose()?)
+    Ok(c.opt_row(RESOURCE_OF, &[&id]).await?.map(|row| row.try_get(0)).transpose()?)
 }
 
 /// A page of [`WAITING_OVERLAPPING`]: waiting entries after sequence number `after`.
@@ -366,8 +358,7 @@ pub async fn waiting_overlapping(
     after: i64,
     limit: i64,
 ) -> Result<Vec<WaitlistEntry>, DbError> {
-    let stmt = c.prepare_cached(WAITING_OVERLAPPING).await?;
-    c.query(&stmt, &[&resource_id, &start, &end, &now, &after, &limit]).await?.iter().map(from_row).collect()
+    c.rows(WAITING_OVERLAPPING, &[&resource_id, &start, &end, &now, &after, &limit]).await?.iter().map(from_row).collect()
 }
 
 /// See [`LIST`]; `after` is the sequence number of the last entry of the page before.
@@ -378,8 +369,7 @@ pub async fn list(
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<WaitlistEntry>, DbError> {
-    let stmt = c.prepare_cached(LIST).await?;
-    c.query(&stmt, &[&resource_id, &after, &now, &limit]).await?.iter().map(from_row).collect()
+    c.rows(LIST, &[&resource_id, &after, &now, &limit]).await?.iter().map(from_row).collect()
 }
 
 /// See [`LIST_BY_OWNER`].
@@ -391,9 +381,8 @@ pub async fn list_by_owner(
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<WaitlistEntry>, DbError> {
-    let stmt = c.prepare_cached(LIST_BY_OWNER).await?;
     let (at, id) = (after.map(|a| a.0), after.map(|a| a.1));
-    c.query(&stmt, &[&owner, &resource_id, &now, &at, &id, &limit]).await?.iter().map(from_row).collect()
+    c.rows(LIST_BY_OWNER, &[&owner, &resource_id, &now, &at, &id, &limit]).await?.iter().map(from_row).collect()
 }
 
 pub async fn mark_offered(
@@ -402,9 +391,8 @@ pub async fn mark_offered(
     reservation_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(MARK_OFFERED).await?;
     let kind = EventKind::WaitlistOffered.as_str();
-    Ok(c.query_one(&stmt, &[&id, &reservation_id, &now, &kind]).await?.try_get::<_, i64>(0)? == 1)
+    Ok(c.row(MARK_OFFERED, &[&id, &reservation_id, &now, &kind]).await?.try_get::<_, i64>(0)? == 1)
 }
 
 pub async fn settle_offers(
@@ -416,9 +404,8 @@ pub async fn settle_offers(
     if reservation_ids.is_empty() {
         return Ok(0);
     }
-    let stmt = c.prepare_cached(SETTLE_OFFERS).await?;
     let kind = EventKind::WaitlistOfferExpired.as_str();
-    Ok(c.query_one(&stmt, &[&reservation_ids, &to.as_str(), &now, &kind]).await?.try_get::<_, i64>(0)? as u64)
+    Ok(c.row(SETTLE_OFFERS, &[&reservation_ids, &to.as_str(), &now, &kind]).await?.try_get::<_, i64>(0)? as u64)
 }
 
 pub async fn set_status(
@@ -427,13 +414,11 @@ pub async fn set_status(
     to: WaitlistStatus,
     now: DateTime<Utc>,
 ) -> Result<WaitlistEntry, DbError> {
-    let stmt = c.prepare_cached(SET_STATUS).await?;
-    from_row(&c.query_one(&stmt, &[&id, &to.as_str(), &now]).await?)
+    from_row(&c.row(SET_STATUS, &[&id, &to.as_str(), &now]).await?)
 }
 
 pub async fn expire_passed(c: &impl GenericClient, now: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
-    let stmt = c.prepare_cached(EXPIRE_PASSED).await?;
-    Ok(c.execute(&stmt, &[&now, &limit]).await?)
+    Ok(c.exec(EXPIRE_PASSED, &[&now, &limit]).await?)
 }
 
 fn from_row(row: &Row) -> Result<WaitlistEntry, DbError> {
@@ -468,7 +453,6 @@ fn from_row(row: &Row) -> Result<WaitlistEntry, DbError> {
 }
 
 pub async fn cancel_waiting_of(c: &impl GenericClient, resource_id: Uuid, now: DateTime<Utc>) -> Result<i64, DbError> {
-    let stmt = c.prepare_cached(CANCEL_WAITING_OF).await?;
     let kind = EventKind::WaitlistCancelled.as_str();
-    Ok(c.query_one(&stmt, &[&resource_id, &now, &kind]).await?.try_get(0)?)
+    Ok(c.row(CANCEL_WAITING_OF, &[&resource_id, &now, &kind]).await?.try_get(0)?)
 }

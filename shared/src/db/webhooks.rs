@@ -303,11 +303,8 @@ fn attempt_from_row(r: &Row) -> Result<DeliveryAttempt, DbError> {
 }
 
 pub async fn insert(c: &impl GenericClient, new: &NewEndpoint<'_>) -> Result<Webhook, DbError> {
-    let stmt = c.prepare_cached(INSERT).await?;
     let row = c
-        .query_one(
-            &stmt,
-            &[
+        .row(INSERT, &[
                 &new.id,
                 &new.url,
                 &new.secret.key(),
@@ -322,8 +319,7 @@ pub async fn insert(c: &impl GenericClient, new: &NewEndpoint<'_>) -> Result<Web
 }
 
 pub async fn get(c: &impl GenericClient, id: Uuid) -> Result<Option<Webhook>, DbError> {
-    let stmt = c.prepare_cached(GET).await?;
-    c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+    c.opt_row(GET, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
 /// See [`LIST`]; `after` is the `(created_at, id)` of the last row of the page before.
@@ -332,15 +328,13 @@ pub async fn list(
     after: Option<(DateTime<Utc>, Uuid)>,
     limit: i64,
 ) -> Result<Vec<Webhook>, DbError> {
-    let stmt = c.prepare_cached(LIST).await?;
     let (after_at, after_id) = after.unzip();
-    c.query(&stmt, &[&after_at, &after_id, &limit]).await?.iter().map(from_row).collect()
+    c.rows(LIST, &[&after_at, &after_id, &limit]).await?.iter().map(from_row).collect()
 }
 
 /// `true` when a live endpoint was deleted.
 pub async fn delete(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<bool, DbError> {
-    let stmt = c.prepare_cached(DELETE).await?;
-    Ok(c.execute(&stmt, &[&id, &now]).await? == 1)
+    Ok(c.exec(DELETE, &[&id, &now]).await? == 1)
 }
 
 pub async fn due_for_event(
@@ -351,8 +345,7 @@ pub async fn due_for_event(
     occurred_at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Target>, DbError> {
-    let stmt = c.prepare_cached(DUE_FOR_EVENT).await?;
-    c.query(&stmt, &[&event_id, &event_type, &resource_id, &occurred_at, &now])
+    c.rows(DUE_FOR_EVENT, &[&event_id, &event_type, &resource_id, &occurred_at, &now])
         .await?
         .iter()
         .map(|r| Target::from_row(r, r.try_get("disabled")?))
@@ -368,8 +361,7 @@ pub async fn rotate_secret(
     previous_until: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Option<(Webhook, Option<DateTime<Utc>>)>, DbError> {
-    let stmt = c.prepare_cached(ROTATE_SECRET).await?;
-    let Some(row) = c.query_opt(&stmt, &[&id, &secret.key(), &previous_until, &now]).await? else { return Ok(None) };
+    let Some(row) = c.opt_row(ROTATE_SECRET, &[&id, &secret.key(), &previous_until, &now]).await? else { return Ok(None) };
     Ok(Some((from_row(&row)?, row.try_get("previous_secret_expires_at")?)))
 }
 
@@ -380,14 +372,12 @@ pub async fn record_delivery(
     status: i32,
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(RECORD_DELIVERY).await?;
-    c.execute(&stmt, &[&event_id, &endpoint_id, &status, &now]).await?;
+    c.exec(RECORD_DELIVERY, &[&event_id, &endpoint_id, &status, &now]).await?;
     Ok(())
 }
 
 pub async fn purge_deliveries(c: &impl GenericClient, before: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
-    let stmt = c.prepare_cached(PURGE_DELIVERIES).await?;
-    Ok(c.execute(&stmt, &[&before, &limit]).await?)
+    Ok(c.exec(PURGE_DELIVERIES, &[&before, &limit]).await?)
 }
 
 pub async fn store_event(
@@ -397,18 +387,14 @@ pub async fn store_event(
     body: &str,
     now: DateTime<Utc>,
 ) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(STORE_EVENT).await?;
-    c.execute(&stmt, &[&id, &kind.as_str(), &body, &now]).await?;
+    c.exec(STORE_EVENT, &[&id, &kind.as_str(), &body, &now]).await?;
     Ok(())
 }
 
 /// Records one attempt; its number.
 pub async fn insert_attempt(c: &impl GenericClient, a: &NewAttempt<'_>) -> Result<i32, DbError> {
-    let stmt = c.prepare_cached(INSERT_ATTEMPT).await?;
     let row = c
-        .query_one(
-            &stmt,
-            &[
+        .row(INSERT_ATTEMPT, &[
                 &Uuid::now_v7(),
                 &a.endpoint_id,
                 &a.event_id,
@@ -425,8 +411,7 @@ pub async fn insert_attempt(c: &impl GenericClient, a: &NewAttempt<'_>) -> Resul
 }
 
 pub async fn endpoint_succeeded(c: &impl GenericClient, id: Uuid) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(ENDPOINT_SUCCEEDED).await?;
-    c.execute(&stmt, &[&id]).await?;
+    c.exec(ENDPOINT_SUCCEEDED, &[&id]).await?;
     Ok(())
 }
 
@@ -438,15 +423,13 @@ pub async fn endpoint_failed(
     gone: bool,
     failing_before: DateTime<Utc>,
 ) -> Result<Option<Webhook>, DbError> {
-    let stmt = c.prepare_cached(ENDPOINT_FAILED).await?;
-    let Some(row) = c.query_opt(&stmt, &[&id, &now, &gone, &failing_before]).await? else { return Ok(None) };
+    let Some(row) = c.opt_row(ENDPOINT_FAILED, &[&id, &now, &gone, &failing_before]).await? else { return Ok(None) };
     let webhook = from_row(&row)?;
     Ok(webhook.disabled_at.is_some().then_some(webhook))
 }
 
 /// Writes the `webhook.endpoint_disabled` event of `webhook`.
 pub async fn insert_disabled_event(c: &impl GenericClient, webhook: &Webhook) -> Result<(), DbError> {
-    let stmt = c.prepare_cached(INSERT_DISABLED_EVENT).await?;
     let at = webhook.disabled_at.ok_or(DbError::Corrupt("an endpoint disabled without a time".into()))?;
     let payload = serde_json::json!({
         "endpoint_id": webhook.id,
@@ -455,7 +438,7 @@ pub async fn insert_disabled_event(c: &impl GenericClient, webhook: &Webhook) ->
         "disabled_at": at,
         "reason": webhook.disabled_reason,
     });
-    c.execute(&stmt, &[&EventKind::WebhookEndpointDisabled.as_str(), &webhook.id, &payload, &at]).await?;
+    c.exec(INSERT_DISABLED_EVENT, &[&EventKind::WebhookEndpointDisabled.as_str(), &webhook.id, &payload, &at]).await?;
     Ok(())
 }
 
@@ -467,14 +450,12 @@ pub async fn list_attempts(
     after: Option<(DateTime<Utc>, Uuid)>,
     limit: i64,
 ) -> Result<Vec<DeliveryAttempt>, DbError> {
-    let stmt = c.prepare_cached(LIST_ATTEMPTS).await?;
     let (after_at, after_id) = after.unzip();
-    c.query(&stmt, &[&endpoint_id, &after_at, &after_id, &limit]).await?.iter().map(attempt_from_row).collect()
+    c.rows(LIST_ATTEMPTS, &[&endpoint_id, &after_at, &after_id, &limit]).await?.iter().map(attempt_from_row).collect()
 }
 
 pub async fn attempted_event(c: &impl GenericClient, attempt_id: Uuid, endpoint_id: Uuid) -> Result<Option<Uuid>, DbError> {
-    let stmt = c.prepare_cached(ATTEMPTED_EVENT).await?;
-    Ok(c.query_opt(&stmt, &[&attempt_id, &endpoint_id]).await?.map(|r| r.try_get("event_id")).transpose()?)
+    Ok(c.opt_row(ATTEMPTED_EVENT, &[&attempt_id, &endpoint_id]).await?.map(|r| r.try_get("event_id")).transpose()?)
 }
 
 /// See [`QUEUE_RESEND`]: when the resend waiting now was asked for.
@@ -485,14 +466,12 @@ pub async fn queue_resend(
     by: &str,
     now: DateTime<Utc>,
 ) -> Result<DateTime<Utc>, DbError> {
-    let stmt = c.prepare_cached(QUEUE_RESEND).await?;
-    let row = c.query_one(&stmt, &[&endpoint_id, &event_id, &Trigger::Retry.as_str(), &by, &now]).await?;
+    let row = c.row(QUEUE_RESEND, &[&endpoint_id, &event_id, &Trigger::Retry.as_str(), &by, &now]).await?;
     Ok(row.try_get("requested_at")?)
 }
 
 pub async fn enable(c: &impl GenericClient, id: Uuid) -> Result<Option<Webhook>, DbError> {
-    let stmt = c.prepare_cached(ENABLE).await?;
-    c.query_opt(&stmt, &[&id]).await?.as_ref().map(from_row).transpose()
+    c.opt_row(ENABLE, &[&id]).await?.as_ref().map(from_row).transpose()
 }
 
 /// See [`QUEUE_FAILED_SINCE`]: how many resends were queued.
@@ -503,13 +482,11 @@ pub async fn queue_failed_since(
     by: &str,
     now: DateTime<Utc>,
 ) -> Result<u64, DbError> {
-    let stmt = c.prepare_cached(QUEUE_FAILED_SINCE).await?;
-    Ok(c.execute(&stmt, &[&endpoint_id, &since, &by, &Trigger::Recover.as_str(), &now]).await?)
+    Ok(c.exec(QUEUE_FAILED_SINCE, &[&endpoint_id, &since, &by, &Trigger::Recover.as_str(), &now]).await?)
 }
 
 pub async fn claim_resends(c: &impl GenericClient, limit: i64, now: DateTime<Utc>) -> Result<Vec<Resend>, DbError> {
-    let stmt = c.prepare_cached(CLAIM_RESENDS).await?;
-    c.query(&stmt, &[&limit, &now])
+    c.rows(CLAIM_RESENDS, &[&limit, &now])
         .await?
         .iter()
         .map(|r| {
@@ -525,13 +502,11 @@ pub async fn claim_resends(c: &impl GenericClient, limit: i64, now: DateTime<Utc
 }
 
 pub async fn purge_attempts(c: &impl GenericClient, before: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
-    let stmt = c.prepare_cached(PURGE_ATTEMPTS).await?;
-    Ok(c.execute(&stmt, &[&before, &limit]).await?)
+    Ok(c.exec(PURGE_ATTEMPTS, &[&before, &limit]).await?)
 }
 
 pub async fn purge_events(c: &impl GenericClient, before: DateTime<Utc>, limit: i64) -> Result<u64, DbError> {
-    let stmt = c.prepare_cached(PURGE_EVENTS).await?;
-    Ok(c.execute(&stmt, &[&before, &limit]).await?)
+    Ok(c.exec(PURGE_EVENTS, &[&before, &limit]).await?)
 }
 
 #[cfg(test)]

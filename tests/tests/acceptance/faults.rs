@@ -310,6 +310,40 @@ async fn retries_waiting_for_their_original_leave_the_pool_to_everyone_else() {
     }
 }
 
+/// PostgreSQL refusing a connection for too many clients (53300: here for a role whose
+/// connection limit is 0, as a full `max_connections` answers) is a 503 with
+/// `Retry-After`, at once: never a 500, never a hang.
+#[tokio::test]
+async fn a_request_that_gets_no_connection_for_too_many_clients_is_told_to_come_back() {
+    let role = format!("rsv_noconn_{}", Uuid::new_v4().simple());
+    let as_role = role.clone();
+    let app = TestApp::spawn_with(Options {
+        tweak: Box::new(move |c| {
+            let url = c.database_url.expose().replacen("://postgres@", &format!("://{as_role}@"), 1);
+            c.database_url = shared::config::Secret(url);
+        }),
+        ..Default::default()
+    })
+    .await;
+    assert!(app.state.config.database_url.expose().contains(&role), "the test server connects as postgres");
+    let db = app.db().await;
+    db.batch_execute(&format!("CREATE ROLE {role} LOGIN CONNECTION LIMIT 0")).await.unwrap();
+    let (s, e) = hours(10, 11);
+    let started = std::time::Instant::now();
+    let resp = app
+        .post("alice", "/v1/reservations", &json!({"resource_id": Uuid::now_v7(), "start": s, "end": e}))
+        .send()
+        .await
+        .unwrap();
+    let (status, retry_after) = (resp.status(), resp.headers().get("retry-after").cloned());
+    let body: Value = resp.json().await.unwrap();
+    db.batch_execute(&format!("DROP ROLE {role}")).await.unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(retry_after.expect("a Retry-After"), "1");
+    assert_eq!(slug(&body), "database-unavailable");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "answered at once, not after a wait");
+}
+
 #[tokio::test]
 async fn a_lock_timeout_answers_503_with_retry_after() {
     let app = TestApp::spawn_with(Options {

@@ -570,7 +570,7 @@ async fn webhook_answers_match_the_document_the_delivery_log_included() {
     assert_eq!(rotated.status, StatusCode::OK);
     // One logged attempt, as the notifier writes it.
     let (event, attempt) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
-    let client = app.state.pool.get().await.unwrap();
+    let client = app.db().await;
     client
         .execute(
             "INSERT INTO webhook_events (id, type, body, received_at) VALUES ($1, 'reservation.held', '{}', now())",

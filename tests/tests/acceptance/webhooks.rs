@@ -145,7 +145,7 @@ async fn handle(notifier: &Notifier, messages: Vec<SqsMessage>) -> Vec<String> {
 }
 
 async fn deliveries_of(app: &TestApp, event: Uuid) -> i64 {
-    let client = app.state.pool.get().await.unwrap();
+    let client = app.db().await;
     client.query_one("SELECT count(*) FROM webhook_deliveries WHERE event_id = $1", &[&event]).await.unwrap().get(0)
 }
 
@@ -217,7 +217,7 @@ async fn an_event_sent_twice_carries_the_same_id_both_times() {
     assert!(handle(&notifier, vec![message(&event)]).await.is_empty());
     // The at-least-once window: the receiver accepted, but the record of it was lost
     // (the function died between the 2xx and the insert).
-    let client = app.state.pool.get().await.unwrap();
+    let client = app.db().await;
     client.execute("DELETE FROM webhook_deliveries WHERE event_id = $1", &[&event.id]).await.unwrap();
 
     assert!(handle(&notifier, vec![message(&event)]).await.is_empty());
@@ -283,7 +283,7 @@ async fn a_receiver_slower_than_the_timeout_does_not_keep_the_event_from_a_fast_
 
     assert_eq!(failures.len(), 1, "the message waits for the slow endpoint's retry");
     assert_eq!(fast.seen().len(), 1);
-    let client = app.state.pool.get().await.unwrap();
+    let client = app.db().await;
     let delivered: Vec<Uuid> = client
         .query("SELECT endpoint_id FROM webhook_deliveries WHERE event_id = $1", &[&event.id])
         .await
@@ -417,7 +417,7 @@ async fn a_bad_endpoint_is_a_validation_error_naming_every_bad_field() {
 #[tokio::test]
 async fn the_event_types_an_endpoint_may_ask_for_are_the_ones_the_outbox_writes() {
     let app = TestApp::spawn().await;
-    let client = app.state.pool.get().await.unwrap();
+    let client = app.db().await;
     let check: String = client
         .query_one("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'outbox_kind_known'", &[])
         .await
