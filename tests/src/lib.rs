@@ -385,6 +385,36 @@ pub fn json_of(body: &lambda_http::Body) -> Value {
     serde_json::from_slice(body.as_ref()).expect("a JSON body")
 }
 
+/// Sends every request at once: each waits at one barrier until all are ready, then
+/// they go together. The answers, in the requests' order.
+pub async fn send_at_once(requests: Vec<RequestBuilder>) -> Vec<(StatusCode, Value)> {
+    let barrier = Arc::new(tokio::sync::Barrier::new(requests.len()));
+    futures::future::join_all(requests.into_iter().map(|req| {
+        let barrier = barrier.clone();
+        async move {
+            barrier.wait().await;
+            send(req).await
+        }
+    }))
+    .await
+}
+
+/// Runs a Python program (a standard's reference implementation) on `input` and reads
+/// the JSON it prints; `what` names the package it needs when it fails.
+pub fn python_json(script: &str, input: &[u8], what: &str) -> Value {
+    use std::io::Write;
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "the reference implementation ran ({what})");
+    serde_json::from_slice(&output.stdout).expect("the program printed JSON")
+}
+
 /// Sends a request and reads the JSON answer (`Null` for an empty body).
 pub async fn send(req: RequestBuilder) -> (StatusCode, Value) {
     let resp = req.send().await.expect("the dev server answers");

@@ -4,7 +4,7 @@
 //! reschedule and a cancel, cancelled bookings kept as STATUS:CANCELLED, ETag and 304,
 //! and the same 404 for every token that is not a live feed's.
 
-use acceptance::{TestApp, hours, reservation_path, send, slug};
+use acceptance::{TestApp, hours, python_json, reservation_path, send, slug};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -38,17 +38,7 @@ for ev in cal.walk("VEVENT"):
     })
 print(json.dumps(out))
 "#;
-    let mut child = std::process::Command::new("python3")
-        .args(["-c", SCRIPT])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(ics).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "the reference parser read the feed (pip install icalendar)");
-    serde_json::from_slice(&output.stdout).expect("the parser's summary")
+    python_json(SCRIPT, ics, "pip install icalendar")
 }
 
 /// A feed read as a calendar application reads it: no principal, maybe a tag.

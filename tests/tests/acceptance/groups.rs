@@ -1,15 +1,13 @@
 //! Bookings of several items (resources, and "any one of" a pool), all or nothing,
 //! under real concurrency: no deadlock, no half booking, checked in SQL.
 
-use acceptance::{TestApp, hours, reservation_path, send, slug};
+use acceptance::{TestApp, hours, reservation_path, send, send_at_once, slug};
 use chrono::Duration;
-use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::booking::sweep::Bounds;
 use shared::clock::ManualClock;
 use std::sync::Arc;
-use tokio::sync::Barrier;
 use uuid::Uuid;
 
 fn book(app: &TestApp, who: &str, items: Value, from_hour: i64, to_hour: i64) -> reqwest::RequestBuilder {
@@ -151,22 +149,20 @@ async fn bad_items_are_named_one_by_one() {
 async fn a_hundred_bookings_of_a_and_b_against_a_hundred_of_b_and_a_never_deadlock_nor_half_book() {
     let app = TestApp::spawn().await;
     let (a, b) = (app.resource(1).await, app.resource(1).await);
-    let barrier = Arc::new(Barrier::new(200));
-    let results = join_all((0..200).map(|i| {
-        // Overlapping ranges: 10-11, 10-12, 11-12, ... in both orders.
-        let from = 10 + (i % 3) as i64;
-        let items = if i % 2 == 0 {
-            json!([{"resource_id": a}, {"resource_id": b}])
-        } else {
-            json!([{"resource_id": b}, {"resource_id": a}])
-        };
-        let req = book(&app, &format!("user{i}"), items, from, from + 1 + (i % 2) as i64);
-        let barrier = barrier.clone();
-        async move {
-            barrier.wait().await;
-            send(req).await
-        }
-    }))
+    let results = send_at_once(
+        (0..200)
+            .map(|i| {
+                // Overlapping ranges: 10-11, 10-12, 11-12, ... in both orders.
+                let from = 10 + (i % 3) as i64;
+                let items = if i % 2 == 0 {
+                    json!([{"resource_id": a}, {"resource_id": b}])
+                } else {
+                    json!([{"resource_id": b}, {"resource_id": a}])
+                };
+                book(&app, &format!("user{i}"), items, from, from + 1 + (i % 2) as i64)
+            })
+            .collect(),
+    )
     .await;
     for (status, body) in &results {
         assert!(*status == StatusCode::CREATED || *status == StatusCode::CONFLICT, "{status} {body}");
@@ -184,16 +180,9 @@ async fn fifty_bookings_of_a_pool_of_three_for_one_slot_have_exactly_three_winne
     let app = TestApp::spawn().await;
     let chairs = [app.resource(1).await, app.resource(1).await, app.resource(1).await];
     let pool = pool(&app, &chairs, "least_booked").await;
-    let barrier = Arc::new(Barrier::new(50));
-    let results = join_all((0..50).map(|i| {
-        let req = book(&app, &format!("user{i}"), json!([{"pool_id": pool}]), 10, 11);
-        let barrier = barrier.clone();
-        async move {
-            barrier.wait().await;
-            send(req).await
-        }
-    }))
-    .await;
+    let results =
+        send_at_once((0..50).map(|i| book(&app, &format!("user{i}"), json!([{"pool_id": pool}]), 10, 11)).collect())
+            .await;
     let won = results.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
     let lost: Vec<&Value> = results.iter().filter(|(s, _)| *s == StatusCode::CONFLICT).map(|(_, b)| b).collect();
     assert_eq!((won, lost.len()), (3, 47), "{results:?}");
@@ -213,22 +202,20 @@ async fn fifty_bookings_of_a_pool_of_three_for_one_slot_have_exactly_three_winne
 async fn bookings_in_one_statement_and_bookings_with_a_key_race_without_deadlock_nor_half_booking() {
     let app = TestApp::spawn().await;
     let (a, b) = (app.resource(1).await, app.resource(1).await);
-    let barrier = Arc::new(Barrier::new(100));
-    let results = join_all((0..100).map(|i| {
-        let items = if i % 2 == 0 {
-            json!([{"resource_id": a}, {"resource_id": b}])
-        } else {
-            json!([{"resource_id": b}, {"resource_id": a}])
-        };
-        let req = book(&app, &format!("user{i}"), items, 10, 11);
-        // Every other request has a key: the guard's transaction, beside the one statement.
-        let req = if i % 4 < 2 { req.header("idempotency-key", format!("k{i}")) } else { req };
-        let barrier = barrier.clone();
-        async move {
-            barrier.wait().await;
-            send(req).await
-        }
-    }))
+    let results = send_at_once(
+        (0..100)
+            .map(|i| {
+                let items = if i % 2 == 0 {
+                    json!([{"resource_id": a}, {"resource_id": b}])
+                } else {
+                    json!([{"resource_id": b}, {"resource_id": a}])
+                };
+                let req = book(&app, &format!("user{i}"), items, 10, 11);
+                // Every other request has a key: the guard's transaction, beside the one statement.
+                if i % 4 < 2 { req.header("idempotency-key", format!("k{i}")) } else { req }
+            })
+            .collect(),
+    )
     .await;
     let won = results.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
     let lost = results.iter().filter(|(s, _)| *s == StatusCode::CONFLICT).count();

@@ -1,13 +1,10 @@
 //! Booking limits: at most so many live bookings and holds of one principal on a
 //! resource per day, week, month or rolling span, counted under the resource's lock.
 
-use acceptance::{TestApp, day, hours, reservation_path, rfc3339, send, slug};
+use acceptance::{TestApp, day, hours, reservation_path, rfc3339, send, send_at_once, slug};
 use chrono::{DateTime, Duration, Utc};
-use futures::future::join_all;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use std::sync::Arc;
-use tokio::sync::Barrier;
 
 fn at(v: &Value, field: &str) -> DateTime<Utc> {
     v[field].as_str().unwrap().parse().unwrap()
@@ -18,16 +15,14 @@ async fn fifty_concurrent_holds_by_one_principal_under_a_limit_of_three_a_day_yi
     let app = TestApp::spawn().await;
     let hall =
         app.resource_with(json!({"name": "Hall", "capacity": 100, "limits": [{"max": 3, "window": "day"}]})).await;
-    let barrier = Arc::new(Barrier::new(50));
-    let results = join_all((0..50).map(|i| {
-        let (start, end) = hours(i % 20, i % 20 + 1);
-        let req = app.post("bot", "/v1/reservations", &json!({"resource_id": hall, "start": start, "end": end}));
-        let barrier = barrier.clone();
-        async move {
-            barrier.wait().await;
-            send(req).await
-        }
-    }))
+    let results = send_at_once(
+        (0..50)
+            .map(|i| {
+                let (start, end) = hours(i % 20, i % 20 + 1);
+                app.post("bot", "/v1/reservations", &json!({"resource_id": hall, "start": start, "end": end}))
+            })
+            .collect(),
+    )
     .await;
     let won = results.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
     let refused = results.iter().filter(|(s, p)| *s == StatusCode::CONFLICT && slug(p) == "limit-exceeded").count();

@@ -3,7 +3,7 @@
 //! messages the events queue would hand it; signatures checked with the reference
 //! implementation of Standard Webhooks; the delivery log, resends and disabling.
 
-use acceptance::{TestApp, send, slug};
+use acceptance::{TestApp, python_json, send, slug};
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use chrono::Utc;
 use http_body_util::{BodyExt, Full};
@@ -639,17 +639,9 @@ print(json.dumps(out))
                 "webhook-id": seen.id, "webhook-timestamp": seen.timestamp, "webhook-signature": seen.signature}})
         })
         .collect();
-    let mut child = std::process::Command::new("python3")
-        .args(["-c", SCRIPT])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(serde_json::to_string(&input).unwrap().as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "the reference implementation ran (pip install standardwebhooks)");
-    serde_json::from_slice(&output.stdout).expect("a list of verdicts")
+    let verdicts =
+        python_json(SCRIPT, serde_json::to_string(&input).unwrap().as_bytes(), "pip install standardwebhooks");
+    serde_json::from_value(verdicts).expect("a list of verdicts")
 }
 
 #[tokio::test]
