@@ -35,16 +35,24 @@ use uuid::Uuid;
 /// How many waiting entries one read of the queue brings.
 const PAGE: i64 = 200;
 
+/// What a hand-over did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct HandedOver {
+    /// Offers made.
+    pub offers: u64,
+    /// Lapsed holds the offers' inserts wrote down on the way (and handed over in turn).
+    pub expired: u64,
+}
+
 /// Settles the offers among `freed` (their entries move on) and hands the freed
 /// capacity to the waitlist. Call under the resource lock, after the status change.
-/// Returns the number of offers made.
 pub async fn on_freed(
     tx: &impl GenericClient,
     resource: &Resource,
     freed: &[Reservation],
     now: DateTime<Utc>,
-) -> Result<u64, DbError> {
-    let Some((start, end)) = span(freed) else { return Ok(0) };
+) -> Result<HandedOver, DbError> {
+    let Some((start, end)) = span(freed) else { return Ok(HandedOver::default()) };
     settle_freed_offers(tx, freed, now).await?;
     hand_over(tx, resource, start, end, now).await
 }
@@ -57,23 +65,24 @@ pub async fn hand_over(
     mut start: DateTime<Utc>,
     mut end: DateTime<Utc>,
     now: DateTime<Utc>,
-) -> Result<u64, DbError> {
+) -> Result<HandedOver, DbError> {
+    let mut done = HandedOver::default();
     if resource.archived_at.is_some() {
         // An archived resource makes no new holds, offers included.
-        return Ok(0);
+        return Ok(done);
     }
     if resource.authority == Authority::Upstream {
         seat_polls::schedule(tx, resource.id, now).await?;
-        return Ok(0);
+        return Ok(done);
     }
-    let mut offered = 0;
     loop {
         // Freed time frees its buffers too: entries beside it may fit now.
         let reach = resource.calendar.reach();
         let step = offer_range(tx, resource, start - reach, end + reach, now).await?;
-        offered += step.offered;
+        done.offers += step.offered;
+        done.expired += step.expired.len() as u64;
         // Each round expires holds the rounds before did not: the loop ends.
-        let Some(next) = span(&step.expired) else { return Ok(offered) };
+        let Some(next) = span(&step.expired) else { return Ok(done) };
         settle_freed_offers(tx, &step.expired, now).await?;
         (start, end) = next;
     }

@@ -27,8 +27,10 @@ impl Default for Bounds {
 
 #[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
 pub struct ExpiryReport {
+    /// Holds written down, those its offers' inserts wrote down on the way included.
     pub expired: u64,
-    pub resources: u64,
+    /// Transactions that wrote some down: one resource's batch each.
+    pub batches: u64,
     pub offers: u64,
     /// True when the budget ran out with lapsed holds left over.
     pub unfinished: bool,
@@ -36,12 +38,15 @@ pub struct ExpiryReport {
 
 /// Expires lapsed holds and offers, one resource per transaction. The claim skips
 /// resources another transaction holds, so concurrent sweeps share the work, never
-/// process one hold twice and never deadlock.
+/// process one hold twice and never deadlock. A sweep stops when its budget ends or
+/// when no resource with lapsed holds is free to claim: each one left is then held by
+/// another sweep, which claims it again after each batch until it is done, or by a
+/// booking, which writes down the lapses in its way itself.
 pub async fn expire_lapsed(pool: &Pool, clock: &dyn Clock, bounds: Bounds) -> Result<ExpiryReport, DbError> {
     let started = Instant::now();
     let mut report = ExpiryReport::default();
     let mut client = pool.get().await?;
-    let mut empty_claims = 0;
+    let mut all_taken = 0;
     loop {
         if started.elapsed() >= bounds.budget {
             report.unfinished = true;
@@ -49,26 +54,30 @@ pub async fn expire_lapsed(pool: &Pool, clock: &dyn Clock, bounds: Bounds) -> Re
         }
         let now = clock.now();
         let tx = client.transaction().await?;
-        let expired = lapse::claim_lapsed(&tx, now, bounds.batch).await?;
-        let Some(first) = expired.first() else {
+        let Some(resource_id) = lapse::claim_lapsed_resource(&tx, now).await? else {
             tx.commit().await?;
-            // Empty: either nothing is left, or what is left is another sweep's (or
-            // a busy resource's, whose own next reserve expires it inline). A few
-            // tries, then it is the next run's.
-            empty_claims += 1;
-            if empty_claims >= 3 || !lapse::any_lapsed(&client, now).await? {
+            // A booking's lock is short: a few tries, then what it holds is the
+            // next run's.
+            all_taken += 1;
+            if all_taken >= 3 || !lapse::any_lapsed(&client, now).await? {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
             continue;
         };
-        empty_claims = 0;
-        // Locked by the claim above; this read just fetches its settings.
-        let resource = resources::get(&tx, first.resource_id).await?.ok_or(DbError::Corrupt("resource".into()))?;
-        report.offers += on_freed(&tx, &resource, &expired, now).await?;
+        all_taken = 0;
+        let expired = lapse::expire_lapsed_batch(&tx, resource_id, now, bounds.batch).await?;
+        if expired.is_empty() {
+            // Another sweep wrote them down after the claim looked: on to the next.
+            tx.commit().await?;
+            continue;
+        }
+        let resource = resources::get(&tx, resource_id).await?.ok_or(DbError::Corrupt("resource".into()))?;
+        let handed = on_freed(&tx, &resource, &expired, now).await?;
         tx.commit().await?;
-        report.expired += expired.len() as u64;
-        report.resources += 1;
+        report.offers += handed.offers;
+        report.expired += expired.len() as u64 + handed.expired;
+        report.batches += 1;
     }
     Ok(report)
 }

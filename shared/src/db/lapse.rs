@@ -10,7 +10,7 @@ use crate::domain::{EventKind, Reservation};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-statements![EXPIRE_LAPSED_OVERLAPPING, EXPIRE_LAPSED_OVERLAPPING_ANY, EXPIRE_LAPSED_KEEPING_BUFFERS, CLAIM_LAPSED, ANY_LAPSED];
+statements![EXPIRE_LAPSED_OVERLAPPING, EXPIRE_LAPSED_OVERLAPPING_ANY, EXPIRE_LAPSED_KEEPING_BUFFERS, CLAIM_LAPSED_RESOURCE, EXPIRE_LAPSED_BATCH, ANY_LAPSED];
 
 /// Writes down the lapse of the held rows of resource `$1` lapsed at `$4` that also
 /// meet `$cond`, with their `$5` (`reservation.expired`) events (none for the items of a
@@ -66,37 +66,40 @@ pub const EXPIRE_LAPSED_KEEPING_BUFFERS: &str = expire_lapsed_where!(
 
 /// The sweep's claim: one resource that has lapsed holds and whose row no one else
 /// holds (`SKIP LOCKED`: concurrent sweeps take different resources, never wait, never
-/// deadlock), and up to `$2` of its lapsed holds, expired in the same statement. The
-/// resource lock stays held until the caller's transaction ends, for the hand-over.
-/// It can come back empty while lapsed holds remain (their resource was just taken by
-/// another sweep, or was held); [`ANY_LAPSED`] tells the caller whether to go on.
-/// `$3` is the event kind, `reservation.expired`.
-pub const CLAIM_LAPSED: &str = concat!(
+/// deadlock). The lock stays held until the caller's transaction ends, for the
+/// expiry and the hand-over. The resource is picked from this statement's snapshot, so
+/// another sweep may have written its last lapsed holds down by the time the lock is
+/// taken: [`EXPIRE_LAPSED_BATCH`], a statement of its own, reads them afresh.
+pub const CLAIM_LAPSED_RESOURCE: &str = "SELECT res.id FROM resources res \
+    WHERE res.id IN (SELECT resource_id FROM reservations WHERE status = 'HELD' AND expires_at <= $1) \
+    ORDER BY res.id LIMIT 1 \
+    FOR NO KEY UPDATE OF res SKIP LOCKED";
+
+/// Up to `$3` of the holds of resource `$1` lapsed by `$2`, expired with their `$4`
+/// (`reservation.expired`) events (none for the items of a booking of several but its
+/// lead); run under the resource lock [`CLAIM_LAPSED_RESOURCE`] took.
+pub const EXPIRE_LAPSED_BATCH: &str = concat!(
     r#"
-    WITH target AS (
-        SELECT res.id FROM resources res
-        WHERE res.id IN (SELECT resource_id FROM reservations WHERE status = 'HELD' AND expires_at <= $1)
-        ORDER BY res.id LIMIT 1
-        FOR NO KEY UPDATE OF res SKIP LOCKED
+    WITH batch AS (
+        -- A CTE, run once: as an `IN` sub-select it could be run again for each row,
+        -- each run passing over the rows already updated and bringing the next ones.
+        -- Locked as they are read and each re-checked at its latest version: a row
+        -- written down since this statement's snapshot is passed over for the next.
+        SELECT r.id AS batch_id FROM reservations r
+        WHERE r.resource_id = $1 AND r.status = 'HELD' AND r.expires_at <= $2
+        ORDER BY r.expires_at LIMIT $3
+        FOR UPDATE OF r
     ), exp AS (
-        UPDATE reservations SET status = 'EXPIRED', updated_at = $1, acted_by = NULL
-        WHERE id IN (
-            SELECT r.id FROM reservations r JOIN target t ON r.resource_id = t.id
-            WHERE r.status = 'HELD' AND r.expires_at <= $1
-            ORDER BY r.expires_at LIMIT $2
-            -- Locked as they are read, each re-checked at its latest version: a row
-            -- another sweep expired after this statement's snapshot is passed over for
-            -- the next one, so a batch is never emptied by rows already gone.
-            FOR UPDATE OF r)
-          AND status = 'HELD' AND expires_at <= $1
+        UPDATE reservations SET status = 'EXPIRED', updated_at = $2, acted_by = NULL
+        FROM batch WHERE id = batch_id
         RETURNING "#,
     columns!(),
     r#", series_id
     ), ev AS (
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT $3::text, exp.id, "#,
+        SELECT $4::text, exp.id, "#,
     event_payload!("exp"),
-    r#", $1, $1 FROM exp WHERE NOT reservation_is_item(exp.id)
+    r#", $2, $2 FROM exp WHERE NOT reservation_is_item(exp.id)
     )
     SELECT "#,
     columns!(),
@@ -142,10 +145,20 @@ pub async fn expire_lapsed_keeping_buffers(
     c.rows(EXPIRE_LAPSED_KEEPING_BUFFERS, &[&resource_id, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
 }
 
-/// See [`CLAIM_LAPSED`]: the expired holds of one resource, all of one resource.
-pub async fn claim_lapsed(c: &impl GenericClient, now: DateTime<Utc>, limit: i64) -> Result<Vec<Reservation>, DbError> {
+/// See [`CLAIM_LAPSED_RESOURCE`].
+pub async fn claim_lapsed_resource(c: &impl GenericClient, now: DateTime<Utc>) -> Result<Option<Uuid>, DbError> {
+    Ok(c.opt_row(CLAIM_LAPSED_RESOURCE, &[&now]).await?.map(|r| r.try_get(0)).transpose()?)
+}
+
+/// See [`EXPIRE_LAPSED_BATCH`].
+pub async fn expire_lapsed_batch(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<Reservation>, DbError> {
     let kind = EventKind::ReservationExpired.as_str();
-    c.rows(CLAIM_LAPSED, &[&now, &limit, &kind]).await?.iter().map(from_row).collect()
+    c.rows(EXPIRE_LAPSED_BATCH, &[&resource_id, &now, &limit, &kind]).await?.iter().map(from_row).collect()
 }
 
 /// See [`ANY_LAPSED`].

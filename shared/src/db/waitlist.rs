@@ -256,13 +256,14 @@ pub const SET_STATUS: &str = concat!(
 /// for them any more. An `auto_book` wait ends earlier, with its intent, when its range
 /// starts (`intents::END_STARTED_WAITS`).
 pub const EXPIRE_PASSED: &str = r#"
-    UPDATE waitlist_entries SET status = 'EXPIRED', updated_at = $1
-    WHERE id IN (
-        SELECT id FROM waitlist_entries
+    WITH passed AS (
+        SELECT id AS passed_id FROM waitlist_entries
         WHERE status = 'WAITING' AND ends_at <= $1 AND NOT auto_book
         ORDER BY ends_at LIMIT $2
-        FOR UPDATE SKIP LOCKED)
-      AND status = 'WAITING'"#;
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE waitlist_entries SET status = 'EXPIRED', updated_at = $1
+    FROM passed WHERE id = passed_id"#;
 
 /// An upstream seat's queue as the poller serves it: its waiting entries in FIFO order
 /// (`$3` at most) whose range has not ended by `$2`, each with its wait intent, if any.

@@ -231,6 +231,124 @@ async fn two_concurrent_sweeps_expire_a_thousand_holds_once_each_and_offer_each_
     }
 }
 
+/// A transaction of the sweep writes down at most a batch of one resource's lapsed
+/// holds: what it locks and writes stays bounded however many have lapsed.
+#[tokio::test]
+async fn a_sweep_writes_down_a_batch_at_most_per_transaction() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 60})).await;
+    for hour in 0..5 {
+        app.hold(&format!("h{hour}"), room, hour, hour + 1).await;
+    }
+    clock.advance(Duration::seconds(61));
+    let bounds = Bounds { batch: 2, budget: std::time::Duration::from_secs(30) };
+    let report = shared::booking::sweep::expire_lapsed(&app.state.pool, clock.as_ref(), bounds).await.unwrap();
+    assert_eq!((report.expired, report.batches), (5, 3), "{report:?}");
+}
+
+/// A batch of lapsed holds frees the span from its first start to its last end; an
+/// offer in that span writes down the lapsed hold in its way before it is taken, and
+/// the sweep's report counts that hold too.
+#[tokio::test]
+async fn a_sweep_counts_the_lapsed_holds_its_offers_wrote_down_on_the_way() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 60})).await;
+    // Lapsing in the order 10h, 12h, 11h: a batch of two frees 10h-13h with 11h's hold
+    // still in it.
+    for hour in [10, 12, 11] {
+        app.hold(&format!("h{hour}"), room, hour, hour + 1).await;
+        join(&app, &format!("w{hour}"), room, hour, hour + 1, 1).await;
+        clock.advance(Duration::seconds(1));
+    }
+    clock.advance(Duration::seconds(61));
+    let bounds = Bounds { batch: 2, budget: std::time::Duration::from_secs(30) };
+    let report = shared::booking::sweep::expire_lapsed(&app.state.pool, clock.as_ref(), bounds).await.unwrap();
+    assert_eq!((report.expired, report.offers), (3, 3), "{report:?}");
+}
+
+/// The sweep picks a room from what it sees when it looks; another transaction may
+/// write that room's lapsed holds down before the sweep has its lock. Three rooms found
+/// so in a row do not end the sweep while a fourth still has lapsed holds, and the
+/// holds written down by the other are not written down again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_that_finds_rooms_written_down_since_it_looked_goes_on_to_the_rest() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let mut rooms = Vec::new();
+    for _ in 0..4 {
+        rooms.push(app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 60})).await);
+    }
+    rooms.sort(); // the order the sweep claims them in
+    for (i, room) in rooms.iter().enumerate() {
+        app.hold(&format!("h{i}"), *room, 10, 11).await;
+    }
+    clock.advance(Duration::seconds(61));
+
+    // The first three rooms' holds written down by transactions still open.
+    let mut others = Vec::new();
+    for room in &rooms[..3] {
+        let db = app.db().await;
+        db.batch_execute(&format!("BEGIN; UPDATE reservations SET status = 'EXPIRED' WHERE resource_id = '{room}'"))
+            .await
+            .unwrap();
+        others.push(db);
+    }
+    let bounds = Bounds { batch: 10, budget: std::time::Duration::from_secs(30) };
+    let sweep = shared::booking::sweep::expire_lapsed(&app.state.pool, clock.as_ref(), bounds);
+    let commit_each_once_the_sweep_waits_for_it = async {
+        let watch = app.db().await;
+        for other in &others {
+            let waiting = "SELECT count(*) FROM pg_stat_activity \
+                           WHERE datname = current_database() AND wait_event_type = 'Lock'";
+            let mut tries = 0;
+            while watch.query_one(waiting, &[]).await.unwrap().get::<_, i64>(0) == 0 {
+                tries += 1;
+                assert!(tries < 1000, "the sweep never waited for the room's holds");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            other.batch_execute("COMMIT").await.unwrap();
+        }
+    };
+    let (report, ()) = tokio::join!(sweep, commit_each_once_the_sweep_waits_for_it);
+    let report = report.expect("no error");
+    assert_eq!((report.expired, report.batches), (1, 1), "{report:?}");
+
+    let db = app.db().await;
+    let held: i64 = db.query_one("SELECT count(*) FROM reservations WHERE status = 'HELD'", &[]).await.unwrap().get(0);
+    assert_eq!(held, 0, "the fourth room's lapsed hold was left for the next run");
+    let events: i64 =
+        db.query_one("SELECT count(*) FROM outbox WHERE kind = 'reservation.expired'", &[]).await.unwrap().get(0);
+    assert_eq!(events, 1, "only the fourth room's hold is the sweep's to write down");
+}
+
+/// Many sweeps at once, each batch smaller than a room's lapsed holds: a sweep often
+/// claims a room whose last holds another sweep wrote down after it looked. That room
+/// is not a sign that the work is done; every sweep goes on to the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweeps_that_find_a_room_just_swept_by_another_go_on_until_every_lapsed_hold_is_written_down() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let mut holds = 0;
+    for i in 0..60 {
+        let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 60})).await;
+        for h in 0..3 {
+            app.hold(&format!("h{i}x{h}"), room, h, h + 1).await;
+            holds += 1;
+        }
+    }
+    clock.advance(Duration::seconds(61));
+    let bounds = Bounds { batch: 2, budget: std::time::Duration::from_secs(60) };
+    let sweep = || shared::booking::sweep::expire_lapsed(&app.state.pool, clock.as_ref(), bounds);
+    let reports = futures::future::join_all((0..6).map(|_| sweep())).await;
+    let expired: u64 = reports.into_iter().map(|r| r.expect("no deadlock, no error").expired).sum();
+    assert_eq!(expired, holds);
+    let db = app.db().await;
+    let left: i64 = db.query_one("SELECT count(*) FROM reservations WHERE status = 'HELD'", &[]).await.unwrap().get(0);
+    assert_eq!(left, 0, "lapsed holds left for the next run");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_waitlist_path_ever_exceeds_the_capacity() {
     const CAPACITY: i64 = 3;
