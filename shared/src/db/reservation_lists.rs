@@ -1,6 +1,6 @@
 //! SQL for the reservations lists: a page at a time, newest first, by keyset.
 
-use super::reservations::{columns, from_row};
+use super::reservations::from_row;
 use super::{DbError, GenericClient};
 use crate::domain::{Reservation, Status};
 use chrono::{DateTime, Utc};
@@ -8,10 +8,13 @@ use uuid::Uuid;
 
 statements![LIST_BY_OWNER, LIST_BY_RESOURCE, LIST_ALL];
 
-/// A page of a reservations list, newest first: the rows that `$scope` and the filters
-/// keep, after the keyset position `($7, $8)` (none: from the newest), at most `$9` of
-/// them, each with its upstream intent as [`super::reservations::GET`] reads it. The page is cut before the
-/// join, so the join touches only its rows.
+/// A page of a reservations list, newest first: the bookings that `$scope` and the
+/// filters keep, after the keyset position `($7, $8)` (none: from the newest), at most
+/// `$9` of them, each with its upstream intent as [`super::reservations::GET`] reads it.
+/// A booking of several is kept when any of its rows is (it is listed under each of its
+/// resources), once, as its lead row: its rows share the lead's `created_at`, status
+/// and range, and the page is keyed by the lead's id. The page is cut before the joins,
+/// so they touch only its rows.
 ///
 /// Parameters, the same for every scope: `$1` owner, `$2` resource (null: any), `$3`
 /// now (a hold lapsed by then is `EXPIRED` for the status filter too, as it reads),
@@ -28,24 +31,21 @@ macro_rules! list_page {
            i.updated_at AS intent_updated_at, reservation_items(r.id, r.resource_id, r.quantity) AS items,
            r.series_id
     FROM (
-        SELECT "#,
-            columns!(),
-            r#", series_id
+        SELECT DISTINCT created_at, coalesce(booking_id, id) AS lead_id
         FROM reservations
         WHERE "#,
             $scope,
             r#"
-          -- A booking of several is listed once, as its lead row.
-          AND (booking_id IS NULL OR booking_id = id)
           AND ($4::text[] IS NULL
                OR (CASE WHEN status = 'HELD' AND expires_at <= $3 THEN 'EXPIRED' ELSE status END) = ANY($4))
           AND ($5::timestamptz IS NULL OR ends_at > $5)
           AND ($6::timestamptz IS NULL OR starts_at < $6)
-          AND (created_at, id) < (coalesce($7::timestamptz, 'infinity'),
-                                  coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
-        ORDER BY created_at DESC, id DESC
+          AND (created_at, coalesce(booking_id, id)) < (coalesce($7::timestamptz, 'infinity'),
+                                                        coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+        ORDER BY created_at DESC, lead_id DESC
         LIMIT $9
-    ) r
+    ) page
+    JOIN reservations r ON r.id = page.lead_id
     -- By its unique key, row by row: the LIMIT keeps the planner from hashing the
     -- whole intents table for a page of rows.
     LEFT JOIN LATERAL (

@@ -81,6 +81,57 @@ async fn a_booking_of_a_room_and_a_person_holds_both_and_reads_as_one_booking_wi
     assert_eq!(list["items"].as_array().unwrap().len(), 1, "listed once");
 }
 
+/// The ids a reservations list gives, every page of `limit` followed.
+async fn listed(app: &TestApp, who: &str, query: &str, limit: usize) -> Vec<String> {
+    let (mut ids, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        let after = cursor.as_ref().map_or(String::new(), |c| format!("&cursor={c}"));
+        let (status, page) = send(app.get(who, &format!("/v1/reservations?limit={limit}{query}{after}"))).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        ids.extend(page["items"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()));
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.into()),
+            None => return ids,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_booking_of_several_is_listed_once_under_each_of_its_resources_and_by_its_owner() {
+    let app = TestApp::spawn().await;
+    let (room, host, hall) = (app.resource(1).await, app.resource(1).await, app.resource(2).await);
+    let (_, both) = send(book(&app, "alice", json!([{"resource_id": room}, {"resource_id": host}]), 10, 11)).await;
+    // Two items on one resource, and one on another.
+    let (_, twice) = send(book(
+        &app,
+        "alice",
+        json!([{"resource_id": hall}, {"resource_id": hall}, {"resource_id": host}]),
+        12,
+        13,
+    ))
+    .await;
+    let alone = app.hold("alice", host, 14, 15).await;
+    let (both, twice, alone) = (both["id"].to_string(), twice["id"].to_string(), alone["id"].to_string());
+    let ids = |v: &[&String]| v.iter().map(|s| s.trim_matches('"').to_string()).collect::<Vec<_>>();
+
+    for limit in [1, 50] {
+        let by = |q: String| {
+            let app = &app;
+            async move { listed(app, "admin", &q, limit).await }
+        };
+        assert_eq!(by(format!("&resource_id={room}")).await, ids(&[&both]), "under its lead's resource");
+        assert_eq!(by(format!("&resource_id={host}")).await, ids(&[&alone, &twice, &both]), "under its items'");
+        assert_eq!(by(format!("&resource_id={hall}")).await, ids(&[&twice]), "once, two items there");
+        assert_eq!(by(String::new()).await, ids(&[&alone, &twice, &both]), "everyone's, once each");
+        assert_eq!(
+            listed(&app, "alice", &format!("&resource_id={host}"), limit).await,
+            ids(&[&alone, &twice, &both]),
+            "the owner's, by an item's resource"
+        );
+        assert_eq!(listed(&app, "alice", "&status=HELD", limit).await, ids(&[&alone, &twice, &both]));
+    }
+}
+
 #[tokio::test]
 async fn a_booking_whose_second_item_is_taken_leaves_nothing_behind_and_names_the_item() {
     let app = TestApp::spawn().await;
