@@ -6,15 +6,19 @@ use crate::domain::{Reservation, Status};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-statements![LIST_BY_OWNER, LIST_BY_RESOURCE, LIST_ALL];
+statements![LIST_BY_OWNER, LIST_BY_OWNER_ON_RESOURCE, LIST_BY_RESOURCE, LIST_ALL];
 
 /// A page of a reservations list, newest first: the bookings that `$scope` and the
 /// filters keep, after the keyset position `($7, $8)` (none: from the newest), at most
 /// `$9` of them, each with its upstream intent as [`super::reservations::GET`] reads it.
-/// A booking of several is kept when any of its rows is (it is listed under each of its
-/// resources), once, as its lead row: its rows share the lead's `created_at`, status
-/// and range, and the page is keyed by the lead's id. The page is cut before the joins,
-/// so they touch only its rows.
+/// The page is cut before the joins, so they touch only its rows.
+///
+/// A booking of several is listed once, as its lead row (its items share the lead's
+/// owner, `created_at`, status and range). Where the scope names no resource the lead
+/// is in it whenever an item is, and the page reads leads alone (`leads:`), in the
+/// index's order. Where it names one, any row of a booking may be the one there
+/// (`any_row:`): the page reads them and keeps each booking once, by its lead's id,
+/// which a sort within each `created_at` of the resource's rows puts in order.
 ///
 /// Parameters, the same for every scope: `$1` owner, `$2` resource (null: any), `$3`
 /// now (a hold lapsed by then is `EXPIRED` for the status filter too, as it reads),
@@ -22,7 +26,13 @@ statements![LIST_BY_OWNER, LIST_BY_RESOURCE, LIST_ALL];
 /// `[from, to)`; null: unbounded), `$7` created_at and `$8` id of the last row of the
 /// page before, `$9` the number of rows.
 macro_rules! list_page {
-    ($scope:literal) => {
+    (leads: $scope:literal) => {
+        list_page!(@page "SELECT created_at, id AS lead_id", "id", $scope, "AND (booking_id IS NULL OR booking_id = id)")
+    };
+    (any_row: $scope:literal) => {
+        list_page!(@page "SELECT DISTINCT created_at, coalesce(booking_id, id) AS lead_id", "coalesce(booking_id, id)", $scope, "")
+    };
+    (@page $select:literal, $lead:literal, $scope:literal, $leads_only:literal) => {
         concat!(
             r#"
     SELECT r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.expires_at,
@@ -31,17 +41,24 @@ macro_rules! list_page {
            i.updated_at AS intent_updated_at, reservation_items(r.id, r.resource_id, r.quantity) AS items,
            r.series_id
     FROM (
-        SELECT DISTINCT created_at, coalesce(booking_id, id) AS lead_id
+        "#,
+            $select,
+            r#"
         FROM reservations
         WHERE "#,
             $scope,
+            r#"
+          "#,
+            $leads_only,
             r#"
           AND ($4::text[] IS NULL
                OR (CASE WHEN status = 'HELD' AND expires_at <= $3 THEN 'EXPIRED' ELSE status END) = ANY($4))
           AND ($5::timestamptz IS NULL OR ends_at > $5)
           AND ($6::timestamptz IS NULL OR starts_at < $6)
-          AND (created_at, coalesce(booking_id, id)) < (coalesce($7::timestamptz, 'infinity'),
-                                                        coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+          AND (created_at, "#,
+            $lead,
+            r#") < (coalesce($7::timestamptz, 'infinity'),
+                    coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
         ORDER BY created_at DESC, lead_id DESC
         LIMIT $9
     ) page
@@ -58,16 +75,18 @@ macro_rules! list_page {
     };
 }
 
-/// `list_page!` of one owner's reservations, by `reservations_owner_created_idx`
-/// (the resource, when given, is checked on the owner's rows).
-pub const LIST_BY_OWNER: &str = list_page!("owner = $1::text AND ($2::uuid IS NULL OR resource_id = $2)");
+/// `list_page!` of one owner's reservations, by `reservations_owner_created_idx`.
+pub const LIST_BY_OWNER: &str = list_page!(leads: "owner = $1::text AND $2::uuid IS NULL");
+
+/// `list_page!` of one owner's reservations on one resource, by
+/// `reservations_owner_created_idx` (the resource is checked on the owner's rows).
+pub const LIST_BY_OWNER_ON_RESOURCE: &str = list_page!(any_row: "owner = $1::text AND resource_id = $2::uuid");
 
 /// `list_page!` of one resource's reservations, by `reservations_resource_created_idx`.
-pub const LIST_BY_RESOURCE: &str = list_page!("resource_id = $2::uuid AND ($1::text IS NULL OR owner = $1)");
+pub const LIST_BY_RESOURCE: &str = list_page!(any_row: "resource_id = $2::uuid AND ($1::text IS NULL OR owner = $1)");
 
 /// `list_page!` of everyone's reservations, by `reservations_created_idx`.
-pub const LIST_ALL: &str =
-    list_page!("($1::text IS NULL OR owner = $1) AND ($2::uuid IS NULL OR resource_id = $2::uuid)");
+pub const LIST_ALL: &str = list_page!(leads: "$1::text IS NULL AND $2::uuid IS NULL");
 
 /// What a page of a reservations list keeps (see `list_page!`).
 #[derive(Debug, Clone, Copy)]
@@ -88,7 +107,8 @@ pub struct ListFilter<'a> {
 /// is named, else the resource's, else the one of everyone's.
 pub fn list_statement(f: &ListFilter<'_>) -> &'static str {
     match (f.owner, f.resource_id) {
-        (Some(_), _) => LIST_BY_OWNER,
+        (Some(_), None) => LIST_BY_OWNER,
+        (Some(_), Some(_)) => LIST_BY_OWNER_ON_RESOURCE,
         (None, Some(_)) => LIST_BY_RESOURCE,
         (None, None) => LIST_ALL,
     }

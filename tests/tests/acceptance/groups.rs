@@ -102,14 +102,9 @@ async fn a_booking_of_several_is_listed_once_under_each_of_its_resources_and_by_
     let (room, host, hall) = (app.resource(1).await, app.resource(1).await, app.resource(2).await);
     let (_, both) = send(book(&app, "alice", json!([{"resource_id": room}, {"resource_id": host}]), 10, 11)).await;
     // Two items on one resource, and one on another.
-    let (_, twice) = send(book(
-        &app,
-        "alice",
-        json!([{"resource_id": hall}, {"resource_id": hall}, {"resource_id": host}]),
-        12,
-        13,
-    ))
-    .await;
+    let (_, twice) =
+        send(book(&app, "alice", json!([{"resource_id": hall}, {"resource_id": hall}, {"resource_id": host}]), 12, 13))
+            .await;
     let alone = app.hold("alice", host, 14, 15).await;
     let (both, twice, alone) = (both["id"].to_string(), twice["id"].to_string(), alone["id"].to_string());
     let ids = |v: &[&String]| v.iter().map(|s| s.trim_matches('"').to_string()).collect::<Vec<_>>();
