@@ -9,6 +9,7 @@ use shared::AppState;
 use shared::config::{Config, Defaults};
 use std::future::Future;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_postgres::{Client, NoTls};
@@ -167,21 +168,28 @@ impl Drop for Server {
 }
 
 /// How to run the server, beyond the dev server's defaults.
-#[derive(Debug, Clone)]
 pub struct ServerOptions {
     pub pool_size: usize,
     /// Settings by their environment names (the README's table), over the defaults.
     pub settings: Vec<(&'static str, String)>,
-    /// Runs the sweeper's sweep this often, as the dev server's `run_scheduled` does
-    /// (events go to the log, which nobody reads here); `None`: never.
+    /// Runs the sweeper's sweep this often, as the dev server's `run_scheduled` does;
+    /// `None`: never.
     pub sweep_every: Option<Duration>,
+    /// Where the server's own relay sends events right after the requests that wrote
+    /// them, as the dev server's does; `None`: they stay in the outbox (or, with a
+    /// sweep, go to the log, which nobody reads here).
+    pub events: Option<shared::outbox::Queue>,
 }
 
 impl Server {
     /// Every setting but the URL and the pool is the dev server's default, the
     /// configuration a developer runs and the acceptance tests exercise; no sweeper.
     pub async fn start(database_url: &str, pool_size: usize) -> Result<Self, BoxError> {
-        Self::start_with(database_url, ServerOptions { pool_size, settings: Vec::new(), sweep_every: None }).await
+        Self::start_with(
+            database_url,
+            ServerOptions { pool_size, settings: Vec::new(), sweep_every: None, events: None },
+        )
+        .await
     }
 
     pub async fn start_with(database_url: &str, options: ServerOptions) -> Result<Self, BoxError> {
@@ -192,12 +200,19 @@ impl Server {
             _ => settings.iter().find(|(name, _)| *name == k).map(|(_, v)| v.clone()),
         })?;
         config.db_pool_size = options.pool_size;
-        let state = AppState::new(shared::db::pool(&config)?, config);
+        let mut state = AppState::new(shared::db::pool(&config)?, config);
+        let wake = Arc::new(tokio::sync::Notify::new());
+        if options.events.is_some() {
+            state = state.with_events_relay(shared::outbox::EventsRelay::Background(wake.clone()));
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
         let mut tasks = vec![tokio::spawn(dev_server::serve(listener, state.clone()))];
         if let Some(every) = options.sweep_every {
             tasks.push(tokio::spawn(dev_server::run_scheduled(state.clone(), shared::outbox::LogPublisher, every)));
+        }
+        if let Some(queue) = options.events {
+            tasks.push(tokio::spawn(shared::outbox::run_events_relay(state.clone(), queue, wake)));
         }
         Ok(Self { base, state, tasks })
     }

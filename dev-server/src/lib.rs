@@ -45,7 +45,12 @@ pub async fn dispatch(state: &AppState, req: Request) -> Response<Body> {
     }
     let origin = cors::allowed_origin(&state.config, &req).cloned();
     let head = req.method() == http::Method::HEAD;
+    let reads = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
     let mut response = route_to_function(state, req).await;
+    if !reads {
+        // Committed by now: its events, if it wrote any, go out in moments.
+        shared::outbox::events_written(state);
+    }
     if head {
         response = shared::http::without_body(response);
     }
@@ -215,7 +220,9 @@ pub async fn run_intent_worker(
             let mut message = aws_lambda_events::sqs::SqsMessage::default();
             message.message_id = Some(envelope.id.to_string());
             message.body = serde_json::to_string(&envelope).ok();
-            if !intent_worker::process_message(&state, &message).await {
+            let done = intent_worker::process_message(&state, &message).await;
+            shared::outbox::events_written(&state);
+            if !done {
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 let _ = requeue.send(envelope);
             }

@@ -1,5 +1,5 @@
 use dev_server::startup::{self, Settings, StartupError};
-use shared::outbox::{Queue, SqsPublisher};
+use shared::outbox::{EventsRelay, Queue, SqsPublisher, run_events_relay};
 use shared::{AppState, config::Defaults};
 use std::process::ExitCode;
 
@@ -32,6 +32,10 @@ async fn run() -> Result<(), StartupError> {
     let listener = startup::listen(settings.port).await?;
     let applied = startup::migrate(&state.config).await?;
     let mut background = Vec::new();
+    // Events: the server's own relay publishes them right after the requests that
+    // write them (the sweep wakes it too, and leaves them to it).
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    state = state.with_events_relay(EventsRelay::Background(wake.clone()));
     // Intents: a real SQS queue when one is named, else an in-process one.
     match env("INTENTS_QUEUE_URL") {
         Some(url) => {
@@ -50,18 +54,18 @@ async fn run() -> Result<(), StartupError> {
     }
     // Events go to EVENTS_QUEUE_URL when one is given (moto, LocalStack, AWS), else to
     // the log and the in-process notifier, which posts them to the registered webhooks.
-    let sweep_every = settings.sweep_interval;
-    let scheduled = match env("EVENTS_QUEUE_URL") {
-        Some(url) => tokio::spawn(dev_server::run_scheduled(state.clone(), SqsPublisher::from_env(url), sweep_every)),
+    let events = match env("EVENTS_QUEUE_URL") {
+        Some(url) => Queue::Sqs(SqsPublisher::from_env(url)),
         None => {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             let sender = shared::notify::Sender::new(shared::notify::Sender::DEFAULT_TIMEOUT);
             let notifier = std::sync::Arc::new(notifier::Notifier { state: state.clone(), sender, queue: None });
             background.push(tokio::spawn(dev_server::run_notifier(notifier, rx)));
-            tokio::spawn(dev_server::run_scheduled(state.clone(), Queue::Channel(tx), sweep_every))
+            Queue::Channel(tx)
         }
     };
-    background.push(scheduled);
+    background.push(tokio::spawn(run_events_relay(state.clone(), events, wake)));
+    background.push(tokio::spawn(dev_server::run_scheduled(state.clone(), Queue::None, settings.sweep_interval)));
     let port = listener.local_addr().map_or(settings.port, |a| a.port());
     tracing::info!(%port, applied, "dev server listening on http://127.0.0.1:{port}");
     tokio::select! {

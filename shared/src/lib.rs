@@ -76,6 +76,8 @@ pub struct AppState {
     pub upstream: Option<Arc<dyn upstream::SystemOfRecord>>,
     /// Where intent messages go after commit.
     pub intents: Arc<outbox::Queue>,
+    /// Who publishes the events a request wrote (see [`outbox::EventsRelay`]).
+    pub events: Arc<outbox::EventsRelay>,
     /// Places for retries waiting on an in-progress idempotency key (see `http`).
     pub idempotency_waiters: Arc<tokio::sync::Semaphore>,
     /// The lists' cursor key, read from the database on first use (see
@@ -92,6 +94,7 @@ impl AppState {
             clock: Arc::new(SystemClock),
             upstream: None,
             intents: Arc::new(outbox::Queue::None),
+            events: Arc::new(outbox::EventsRelay::Sweep),
             cursor_key: Arc::new(tokio::sync::OnceCell::new()),
         }
     }
@@ -104,6 +107,11 @@ impl AppState {
 
     pub fn with_intents(mut self, queue: outbox::Queue) -> Self {
         self.intents = Arc::new(queue);
+        self
+    }
+
+    pub fn with_events_relay(mut self, relay: outbox::EventsRelay) -> Self {
+        self.events = Arc::new(relay);
         self
     }
 

@@ -13,6 +13,7 @@ use deadpool_postgres::Pool;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The message of the intents queue: which intent to execute. The one type the
@@ -140,6 +141,42 @@ pub async fn publish_intents(state: &crate::AppState) {
     }
 }
 
+/// Who publishes the events a request wrote. One relay at a time per process sends a
+/// topic's events, so that a subject's events leave in the order they were written:
+/// two relays could each claim one of them and race.
+pub enum EventsRelay {
+    /// The scheduled sweep, once a minute in AWS.
+    Sweep,
+    /// A relay of the process's own (the dev server's, [`run_events_relay`]), woken
+    /// after every request that may have written events and by every sweep, which
+    /// then leaves the events to it.
+    Background(Arc<tokio::sync::Notify>),
+}
+
+/// After a request that may have written events (any request that changes state):
+/// wake the process's relay. Costs nothing where the sweep publishes them.
+pub fn events_written(state: &crate::AppState) {
+    if let EventsRelay::Background(wake) = state.events.as_ref() {
+        wake.notify_one();
+    }
+}
+
+/// The relay of [`EventsRelay::Background`]: each wake-up publishes everything due,
+/// in batches, and a wake-up during a run makes one more run, so an event committed
+/// while a batch is out waits for at most the rest of that run.
+pub async fn run_events_relay<P: Publisher>(state: crate::AppState, publisher: P, wake: Arc<tokio::sync::Notify>) {
+    loop {
+        wake.notified().await;
+        let run = relay(&state.pool, state.clock.as_ref(), &publisher, Topic::Events, Duration::from_secs(10)).await;
+        match run {
+            Ok(report) if report.unfinished => wake.notify_one(),
+            Ok(_) => {}
+            // The rows stay due: the next wake-up, or the sweep's, tries again.
+            Err(e) => tracing::warn!(error = %e, "could not publish events; the next wake-up will"),
+        }
+    }
+}
+
 #[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
 pub struct RelayReport {
     pub published: u64,
@@ -155,8 +192,10 @@ pub fn backoff(attempts: i32) -> ChronoDuration {
 
 /// How long a claimed batch is leased to this relay before another may send it again.
 const LEASE: ChronoDuration = ChronoDuration::seconds(30);
-/// SendMessageBatch takes at most ten messages.
-const BATCH: i64 = 10;
+/// Events claimed per round trip. The claim and the mark are one commit each, so the
+/// relay's rate is about a batch per two commits (`relay-bench`); a publisher sends a
+/// batch in pieces its queue takes (SQS: ten).
+const BATCH: i64 = 100;
 
 /// Publishes the topic's due rows until none are left or the budget is spent.
 pub async fn relay<P: Publisher>(
@@ -325,38 +364,53 @@ mod sqs {
         })
     }
 
+    /// SendMessageBatch takes at most ten messages.
+    const SEND_MAX: usize = 10;
+
     impl Publisher for SqsPublisher {
+        /// Sends of ten at once, side by side: the relay hands over a wave with at most
+        /// one event per subject (message group), so no two sends race within a group.
         async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), String>> {
             let fifo = self.queue_url.ends_with(".fifo");
-            let mut entries = Vec::with_capacity(batch.len());
-            for (i, e) in batch.iter().enumerate() {
-                let body = serde_json::to_string(e).expect("envelopes serialize");
-                let mut entry = SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body);
-                if fifo {
-                    entry = entry.message_group_id(e.subject_id.to_string()).message_deduplication_id(e.id.to_string());
-                }
-                match entry.build() {
-                    Ok(entry) => entries.push(entry),
-                    Err(err) => return batch.iter().map(|_| Err(err.to_string())).collect(),
-                }
-            }
-            let sent =
-                self.client.send_message_batch().queue_url(&self.queue_url).set_entries(Some(entries)).send().await;
-            match sent {
-                Err(err) => {
-                    let reason = aws_sdk_sqs::error::DisplayErrorContext(&err).to_string();
-                    batch.iter().map(|_| Err(reason.clone())).collect()
-                }
-                Ok(out) => {
-                    let mut outcomes: Vec<Result<(), String>> = vec![Ok(()); batch.len()];
-                    for failed in out.failed() {
-                        if let Some(slot) = failed.id().parse::<usize>().ok().and_then(|i| outcomes.get_mut(i)) {
-                            *slot = Err(format!("{}: {}", failed.code(), failed.message().unwrap_or("")));
-                        }
+            let mut sends = Vec::new();
+            for chunk in batch.chunks(SEND_MAX) {
+                let mut entries = Vec::with_capacity(chunk.len());
+                for (i, e) in chunk.iter().enumerate() {
+                    let body = serde_json::to_string(e).expect("envelopes serialize");
+                    let mut entry = SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body);
+                    if fifo {
+                        entry =
+                            entry.message_group_id(e.subject_id.to_string()).message_deduplication_id(e.id.to_string());
                     }
-                    outcomes
+                    match entry.build() {
+                        Ok(entry) => entries.push(entry),
+                        Err(err) => return batch.iter().map(|_| Err(err.to_string())).collect(),
+                    }
+                }
+                let send =
+                    self.client.send_message_batch().queue_url(&self.queue_url).set_entries(Some(entries)).send();
+                sends.push((chunk.len(), tokio::spawn(send)));
+            }
+            let mut outcomes = Vec::with_capacity(batch.len());
+            for (len, send) in sends {
+                match send.await {
+                    Err(err) => outcomes.extend((0..len).map(|_| Err(err.to_string()))),
+                    Ok(Err(err)) => {
+                        let reason = aws_sdk_sqs::error::DisplayErrorContext(&err).to_string();
+                        outcomes.extend((0..len).map(|_| Err(reason.clone())));
+                    }
+                    Ok(Ok(out)) => {
+                        let mut sent: Vec<Result<(), String>> = vec![Ok(()); len];
+                        for failed in out.failed() {
+                            if let Some(slot) = failed.id().parse::<usize>().ok().and_then(|i| sent.get_mut(i)) {
+                                *slot = Err(format!("{}: {}", failed.code(), failed.message().unwrap_or("")));
+                            }
+                        }
+                        outcomes.extend(sent);
+                    }
                 }
             }
+            outcomes
         }
     }
 

@@ -138,6 +138,8 @@ pub struct Options {
     pub upstream: Option<String>,
     /// The server's timeouts and connection limit.
     pub limits: dev_server::Limits,
+    /// Who publishes events (the sweep unless a test runs a relay of its own).
+    pub events: shared::outbox::EventsRelay,
 }
 
 impl Default for Options {
@@ -147,6 +149,7 @@ impl Default for Options {
             tweak: Box::new(|_| {}),
             upstream: None,
             limits: dev_server::Limits::default(),
+            events: shared::outbox::EventsRelay::Sweep,
         }
     }
 }
@@ -189,7 +192,7 @@ impl TestApp {
                 shared::db::pool(&Config { db_statements: config.db_statements, ..direct_config }).expect("direct pool")
             }
         };
-        let mut state = AppState::new(pool, config).with_upstream_from_config();
+        let mut state = AppState::new(pool, config).with_upstream_from_config().with_events_relay(options.events);
         state.clock = options.clock;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

@@ -12,9 +12,11 @@
 //! Each minute prints the requests, the rate, p50 and p99 of every request answered in
 //! that minute, the answers by status class (4xx by problem type), this process's RSS
 //! (server and load generator together: the server is in-process, as in `bench`) and
-//! the outbox's rows. The end prints the tables' sizes and three goals: p99 of the last
-//! minute within 1.5x the first's, RSS within 10 % of the first minute's, and the
-//! outbox levelling off. A missed goal prints MISS; only wrong behaviour fails the run
+//! the outbox's rows. The end prints the tables' sizes and four goals: p99 of the last
+//! minute within 1.5x the first's, RSS within 10 % of the first minute's, the
+//! outbox levelling off, and the relay keeping up (at most 5 s of the last minute's
+//! events unpublished at the end; the server's relay sends them after each write, as
+//! the dev server's does). A missed goal prints MISS; only wrong behaviour fails the run
 //! (exit 1): a 5xx, a request without an answer, a replay that answered otherwise than
 //! its original, or a resource over its capacity (checked every minute and at the end).
 //! The server's error lines, which say why a 5xx happened, go to stderr.
@@ -43,6 +45,8 @@ use std::time::{Duration, Instant};
 const P99_DRIFT_LIMIT: f64 = 1.5;
 const RSS_GROWTH_LIMIT_PERCENT: f64 = 10.0;
 const OUTBOX_GROWTH_LIMIT_PERCENT: f64 = 10.0;
+/// At most this many seconds' worth of events left unpublished at the end.
+const RELAY_BACKLOG_LIMIT_SECONDS: f64 = 5.0;
 /// The resources: this many of each capacity.
 const CAPACITIES: [i32; 3] = [1, 2, 5];
 const RESOURCES_PER_CAPACITY: usize = 4;
@@ -135,10 +139,16 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     let mut db = setup::connect(&database_url).await?;
     shared::db::migrate(&mut db).await?;
     setup::print_database_settings(&db).await?;
+    // Events as the dev server sends them: its relay right after each request that
+    // wrote some, to a consumer that takes them at once (the notifier's own cost is
+    // not this bench's).
+    let (events, mut consumer) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move { while consumer.recv().await.is_some() {} });
     let options = ServerOptions {
         pool_size: p.pool_size,
         settings: vec![("OUTBOX_RETENTION_HOURS", OUTBOX_RETENTION_HOURS.into())],
         sweep_every: Some(p.sweep_every),
+        events: Some(shared::outbox::Queue::Channel(events)),
     };
     let server = Server::start_with(&database_url, options).await?;
     let http = setup::http_client(p.clients);
@@ -167,13 +177,19 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     for i in 0..p.minutes {
         tokio::time::sleep_until(recorder.end_of(i).into()).await;
         let rss_kib = footprint::rss_kib();
-        let (outbox_rows, outbox_pending) =
-            footprint::outbox_rows(&db).await.map_err(|e| format!("reading the outbox after minute {}: {e}", i + 1))?;
+        let outbox =
+            footprint::outbox(&db).await.map_err(|e| format!("reading the outbox after minute {}: {e}", i + 1))?;
         let over = footprint::over_capacity(&server, &plan.resources, plan.window()).await?;
         // Taken after the samples: an answer that came just before the minute's end
         // has been recorded by now.
         let mut period = recorder.take(i);
-        let minute = Minute { rss_kib, outbox_rows, outbox_pending, ..Minute::of(i + 1, &mut period, p.minute) };
+        let minute = Minute {
+            rss_kib,
+            outbox_rows: outbox.rows,
+            outbox_pending: outbox.pending,
+            outbox_written: outbox.written,
+            ..Minute::of(i + 1, &mut period, p.minute)
+        };
         println!("{}", minute.line());
         for (r, peak) in &over {
             println!("  WRONG: resource {} of capacity {} holds {peak}", r.id, r.capacity);
@@ -195,7 +211,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     over_capacity += over.len();
     print_operations(&total);
     print_sizes(&footprint::relation_sizes(&db).await?);
-    print_goals(&minutes);
+    print_goals(&minutes, p.minute);
     Ok(print_correctness(&total, &recorder, over_capacity))
 }
 
@@ -225,8 +241,8 @@ fn print_sizes(sizes: &[RelationSize]) {
     }
 }
 
-/// The three goals; a MISS is printed, never a failure.
-fn print_goals(minutes: &[Minute]) {
+/// The four goals; a MISS is printed, never a failure.
+fn print_goals(minutes: &[Minute], minute: Duration) {
     let verdict = |ok: bool| if ok { "PASS" } else { "MISS" };
     println!();
     println!("goals (a MISS does not fail the run):");
@@ -271,6 +287,17 @@ fn print_goals(minutes: &[Minute]) {
             }
         }
         None => println!("  outbox bounded: n/a (needs two minutes or more)"),
+    }
+    match record::relay_backlog(minutes, minute, RELAY_BACKLOG_LIMIT_SECONDS) {
+        Some(b) => println!(
+            "  relay keeps up, unpublished at the end: {} events = {:.1} s of the last minute's {:.0} events/s \
+             (<= {RELAY_BACKLOG_LIMIT_SECONDS} s): {}",
+            b.pending,
+            b.seconds,
+            b.per_second,
+            verdict(b.pass)
+        ),
+        None => println!("  relay keeps up: n/a (needs two minutes with events)"),
     }
 }
 

@@ -14,10 +14,26 @@ pub fn rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// All outbox rows, and those not yet published.
-pub async fn outbox_rows(db: &Client) -> Result<(i64, i64), BoxError> {
-    let row = db.query_one("SELECT count(*), count(*) FILTER (WHERE published_at IS NULL) FROM outbox", &[]).await?;
-    Ok((row.get(0), row.get(1)))
+/// The outbox as a minute ends.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outbox {
+    /// Its rows, published or not (published ones stay for the retention).
+    pub rows: i64,
+    /// Those not yet published.
+    pub pending: i64,
+    /// Every event written since the start, purged ones included: the newest `seq`.
+    pub written: i64,
+}
+
+/// See [`Outbox`].
+pub async fn outbox(db: &Client) -> Result<Outbox, BoxError> {
+    let row = db
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE published_at IS NULL), coalesce(max(seq), 0) FROM outbox",
+            &[],
+        )
+        .await?;
+    Ok(Outbox { rows: row.get(0), pending: row.get(1), written: row.get(2) })
 }
 
 /// Resources whose active claims (as the acceptance tests read them: lapsed holds do

@@ -169,6 +169,8 @@ pub struct Minute {
     pub rss_kib: Option<u64>,
     pub outbox_rows: i64,
     pub outbox_pending: i64,
+    /// Events written since the start (the outbox's newest `seq`).
+    pub outbox_written: i64,
 }
 
 impl Minute {
@@ -188,6 +190,7 @@ impl Minute {
             rss_kib: None,
             outbox_rows: 0,
             outbox_pending: 0,
+            outbox_written: 0,
         }
     }
 
@@ -260,6 +263,26 @@ pub fn rss_growth(minutes: &[Minute], limit_percent: f64) -> Option<RssGrowth> {
     })
 }
 
+/// The relay's goal: what is left unpublished at the end, in seconds of the last
+/// minute's rate of events written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backlog {
+    pub pending: i64,
+    pub per_second: f64,
+    pub seconds: f64,
+    pub pass: bool,
+}
+
+/// See [`Backlog`]; `None` before two minutes, or when the last minute wrote nothing.
+pub fn relay_backlog(minutes: &[Minute], length: Duration, limit_seconds: f64) -> Option<Backlog> {
+    let [.., before, last] = minutes else { return None };
+    let per_second = (last.outbox_written - before.outbox_written) as f64 / length.as_secs_f64();
+    (per_second > 0.0).then(|| {
+        let seconds = last.outbox_pending as f64 / per_second;
+        Backlog { pending: last.outbox_pending, per_second, seconds, pass: seconds <= limit_seconds }
+    })
+}
+
 /// The outbox goal: the row count levels off. Bounded when the count at the end is
 /// within `limit_percent` of the count half-way through; a table that only grows
 /// (no purge within the run) doubles over that stretch.
@@ -299,6 +322,17 @@ mod tests {
         m.rss_kib = Some(rss_mib * 1024);
         m.outbox_rows = outbox;
         m
+    }
+
+    #[test]
+    fn the_backlog_is_what_is_left_unpublished_in_seconds_of_the_last_minutes_rate() {
+        let with = |written, pending| Minute { outbox_written: written, outbox_pending: pending, ..minute(1, 1, 1, 0) };
+        let minutes = [with(60_000, 100), with(120_000, 3_000)];
+        let b = relay_backlog(&minutes, Duration::from_secs(60), 5.0).unwrap();
+        assert_eq!((b.per_second, b.seconds, b.pass), (1_000.0, 3.0, true));
+        let behind = [with(60_000, 100), with(120_000, 6_000)];
+        assert!(!relay_backlog(&behind, Duration::from_secs(60), 5.0).unwrap().pass);
+        assert_eq!(relay_backlog(&minutes[..1], Duration::from_secs(60), 5.0), None);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use lambda_runtime::{Error, LambdaEvent};
 use serde::Serialize;
 use shared::AppState;
 use shared::booking::sweep::{self, Bounds, ExpiryReport};
-use shared::outbox::{Publisher, RelayReport, Topic, relay};
+use shared::outbox::{EventsRelay, Publisher, RelayReport, Topic, relay};
 use std::time::Duration;
 
 #[derive(Debug, Default, Serialize)]
@@ -74,8 +74,17 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
         let requeued = shared::intents::requeue_stale(state, bounds.batch, clock.now()).await;
         report.intents_requeued = note(&mut report, "requeue", requeued);
     }
-    report.events =
-        note(&mut report, "events", relay(&state.pool, clock, publisher, Topic::Events, bounds.budget).await);
+    report.events = match state.events.as_ref() {
+        EventsRelay::Sweep => {
+            note(&mut report, "events", relay(&state.pool, clock, publisher, Topic::Events, bounds.budget).await)
+        }
+        // The process's own relay is the one that sends events: two could race on
+        // one subject's. Woken, it sends whatever is due, as this sweep would have.
+        EventsRelay::Background(wake) => {
+            wake.notify_one();
+            None
+        }
+    };
     let intents = relay(&state.pool, clock, state.intents.as_ref(), Topic::Intents, bounds.budget).await;
     report.intents = note(&mut report, "intents", intents);
     let purged = sweep::purge_idempotency(&state.pool, clock, bounds).await;

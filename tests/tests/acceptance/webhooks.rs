@@ -3,7 +3,7 @@
 //! messages the events queue would hand it; signatures checked with the reference
 //! implementation of Standard Webhooks; the delivery log, resends and disabling.
 
-use acceptance::{TestApp, python_json, send, slug};
+use acceptance::{TestApp, hours, python_json, reservation_path, send, slug};
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use chrono::Utc;
 use http_body_util::{BodyExt, Full};
@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::clock::ManualClock;
 use shared::notify::{Sender, verify};
-use shared::outbox::Envelope;
+use shared::outbox::{Envelope, Queue};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
@@ -491,6 +491,51 @@ async fn the_dev_servers_in_process_notifier_delivers_what_the_relay_publishes()
     let seen = receiver.seen();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].event()["subject_id"], reservation["id"]);
+}
+
+/// In the dev server no sweep is needed: each request that writes events wakes the
+/// server's relay after its commit, and the one relay keeps each reservation's events
+/// in the order they were written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dev_servers_relay_sends_each_event_right_after_the_request_that_wrote_it_in_order() {
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let events = shared::outbox::EventsRelay::Background(wake.clone());
+    let app = TestApp::spawn_with(acceptance::Options { events, ..Default::default() }).await;
+    let receiver = Receiver::accepting().await;
+    register(&app, &receiver.url, &["reservation.held", "reservation.confirmed", "reservation.rescheduled"], None)
+        .await;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let notifier = tokio::spawn(dev_server::run_notifier(Arc::new(notifier(&app, Sender::DEFAULT_TIMEOUT)), rx));
+    let relay = tokio::spawn(shared::outbox::run_events_relay(app.state.clone(), Queue::Channel(tx), wake));
+
+    let rooms: Vec<Uuid> = futures::future::join_all((0..10).map(|_| app.resource(1))).await;
+    let each = rooms.iter().enumerate().map(|(i, room)| {
+        let app = &app;
+        async move {
+            let r = app.hold(&format!("u{i}"), *room, 10, 11).await;
+            assert_eq!(app.confirm(&format!("u{i}"), &r["id"]).await.0, StatusCode::OK);
+            let (start, end) = hours(12, 13);
+            let moved =
+                send(app.patch(&format!("u{i}"), &reservation_path(&r["id"]), &json!({"start": start, "end": end})));
+            assert_eq!(moved.await.0, StatusCode::OK);
+            r["id"].as_str().unwrap().to_string()
+        }
+    });
+    let ids = futures::future::join_all(each).await;
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while receiver.seen().len() < 30 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    notifier.abort();
+    relay.abort();
+    let seen: Vec<Value> = receiver.seen().iter().map(Seen::event).collect();
+    assert_eq!(seen.len(), 30, "every event delivered with no sweep");
+    for id in ids {
+        let kinds: Vec<&str> =
+            seen.iter().filter(|e| e["subject_id"] == id.as_str()).map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["reservation.held", "reservation.confirmed", "reservation.rescheduled"], "{id}");
+    }
 }
 
 #[tokio::test]
