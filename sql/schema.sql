@@ -109,6 +109,32 @@ END
 $$;
 
 --
+-- Name: principal_holds(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.principal_holds(p_owner text, p_now timestamp with time zone, OUT active bigint, OUT frees_at timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM FROM principals p WHERE p.owner = p_owner FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        -- The principal's first hold. A row inserted here is as good as locked: nobody
+        -- else sees it before this transaction ends, and a concurrent first's insert
+        -- waits for that end and then locks the row. A row a concurrent first
+        -- committed meanwhile is locked here.
+        INSERT INTO principals (owner) VALUES (p_owner) ON CONFLICT ON CONSTRAINT principals_pkey DO NOTHING;
+        IF NOT FOUND THEN
+            PERFORM FROM principals p WHERE p.owner = p_owner FOR NO KEY UPDATE;
+        END IF;
+    END IF;
+    SELECT count(*) FILTER (WHERE coalesce(r.item, 0) = 0), min(r.expires_at)
+    INTO active, frees_at
+    FROM reservations r
+    WHERE r.owner = p_owner AND r.status = 'HELD' AND r.expires_at > p_now;
+END
+$$;
+
+--
 -- Name: reservation_event(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, text, text, text, jsonb, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -123,10 +149,10 @@ CREATE FUNCTION public.reservation_event(p_id uuid, p_resource_id uuid, p_owner 
 $$;
 
 --
--- Name: reservation_hold(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, boolean, timestamp with time zone, jsonb, uuid, text, text, text, text, bytea, timestamp with time zone, text, smallint, jsonb, bytea, bigint); Type: FUNCTION; Schema: public; Owner: -
+-- Name: reservation_hold(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, boolean, timestamp with time zone, jsonb, uuid, text, text, text, text, bytea, timestamp with time zone, text, smallint, jsonb, bytea, bigint, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.reservation_hold(p_id uuid, p_resource uuid, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_confirm boolean, p_now timestamp with time zone, p_metadata jsonb, p_event_id uuid, p_principal text DEFAULT NULL::text, p_method text DEFAULT NULL::text, p_route text DEFAULT NULL::text, p_key text DEFAULT NULL::text, p_fingerprint bytea DEFAULT NULL::bytea, p_retain_until timestamp with time zone DEFAULT NULL::timestamp with time zone, p_wait text DEFAULT NULL::text, p_refused_status smallint DEFAULT NULL::smallint, p_refused_headers jsonb DEFAULT NULL::jsonb, p_refused_body bytea DEFAULT NULL::bytea, p_rules_version bigint DEFAULT NULL::bigint) RETURNS SETOF public.reservation_hold_result
+CREATE FUNCTION public.reservation_hold(p_id uuid, p_resource uuid, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_confirm boolean, p_now timestamp with time zone, p_metadata jsonb, p_event_id uuid, p_principal text DEFAULT NULL::text, p_method text DEFAULT NULL::text, p_route text DEFAULT NULL::text, p_key text DEFAULT NULL::text, p_fingerprint bytea DEFAULT NULL::bytea, p_retain_until timestamp with time zone DEFAULT NULL::timestamp with time zone, p_wait text DEFAULT NULL::text, p_refused_status smallint DEFAULT NULL::smallint, p_refused_headers jsonb DEFAULT NULL::jsonb, p_refused_body bytea DEFAULT NULL::bytea, p_rules_version bigint DEFAULT NULL::bigint, p_max_holds integer DEFAULT 0) RETURNS SETOF public.reservation_hold_result
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -186,6 +212,12 @@ BEGIN
 
     <<hold>>
     BEGIN
+        IF p_max_holds > 0 AND NOT p_confirm THEN
+            IF (SELECT h.active FROM principal_holds(p_owner, p_now) h) >= p_max_holds THEN
+                o.outcome := 'general';
+                EXIT hold;
+            END IF;
+        END IF;
         -- Capacity 1: a shared lock, and the exclusion constraint as the judge. Holds
         -- of one resource go side by side, and `ON CONFLICT DO NOTHING` settles a race
         -- between them (a speculative insertion waits for a competitor in flight and
@@ -453,10 +485,10 @@ END
 $$;
 
 --
--- Name: reservation_hold_items(uuid[], uuid[], boolean[], integer[], text, timestamp with time zone, timestamp with time zone, boolean, timestamp with time zone, jsonb, uuid); Type: FUNCTION; Schema: public; Owner: -
+-- Name: reservation_hold_items(uuid[], uuid[], boolean[], integer[], text, timestamp with time zone, timestamp with time zone, boolean, timestamp with time zone, jsonb, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.reservation_hold_items(p_ids uuid[], p_targets uuid[], p_pooled boolean[], p_quantities integer[], p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_confirm boolean, p_now timestamp with time zone, p_metadata jsonb, p_event_id uuid) RETURNS TABLE(outcome text, item smallint, id uuid, resource_id uuid, owner text, starts_at timestamp with time zone, ends_at timestamp with time zone, quantity integer, status text, expires_at timestamp with time zone, failure_reason text, source text, created_at timestamp with time zone, updated_at timestamp with time zone, metadata jsonb, acted_by text, items jsonb)
+CREATE FUNCTION public.reservation_hold_items(p_ids uuid[], p_targets uuid[], p_pooled boolean[], p_quantities integer[], p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_confirm boolean, p_now timestamp with time zone, p_metadata jsonb, p_event_id uuid, p_max_holds integer DEFAULT 0) RETURNS TABLE(outcome text, item smallint, id uuid, resource_id uuid, owner text, starts_at timestamp with time zone, ends_at timestamp with time zone, quantity integer, status text, expires_at timestamp with time zone, failure_reason text, source text, created_at timestamp with time zone, updated_at timestamp with time zone, metadata jsonb, acted_by text, items jsonb)
     LANGUAGE plpgsql
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
@@ -486,6 +518,13 @@ DECLARE
     candidate uuid;
     candidates uuid[];
 BEGIN
+    IF p_max_holds > 0 AND NOT p_confirm THEN
+        IF (SELECT h.active FROM principal_holds(p_owner, p_now) h) >= p_max_holds THEN
+            outcome := 'general';
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
     IF true = ANY(p_pooled) THEN
         SELECT array_agg(DISTINCT i.t) INTO pool_ids FROM unnest(p_targets, p_pooled) AS i(t, pooled) WHERE i.pooled;
         SELECT count(*) INTO pools_found FROM pools WHERE pools.id = ANY(pool_ids);
@@ -1123,6 +1162,14 @@ CREATE TABLE public.pools (
 );
 
 --
+-- Name: principals; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.principals (
+    owner text NOT NULL
+);
+
+--
 -- Name: resources; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1449,6 +1496,13 @@ ALTER TABLE ONLY public.pools
     ADD CONSTRAINT pools_pkey PRIMARY KEY (id);
 
 --
+-- Name: principals principals_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.principals
+    ADD CONSTRAINT principals_pkey PRIMARY KEY (owner);
+
+--
 -- Name: reservations reservations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1661,6 +1715,12 @@ CREATE INDEX reservations_held_expiry_idx ON public.reservations USING btree (ex
 --
 
 CREATE INDEX reservations_owner_created_idx ON public.reservations USING btree (owner, created_at, id);
+
+--
+-- Name: reservations_owner_held_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reservations_owner_held_idx ON public.reservations USING btree (owner, expires_at) WHERE ((status)::text = 'HELD'::text);
 
 --
 -- Name: reservations_resource_created_idx; Type: INDEX; Schema: public; Owner: -

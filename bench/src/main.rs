@@ -61,7 +61,11 @@
 //! default 16), `BENCH_CONCURRENCY` (default 32), `BENCH_DURATION_SECS` (each of (b)
 //! and (c); default 10, quick 2), `BENCH_DATABASE_SETTINGS` (a diagnostic: `name=value`
 //! pairs, comma-separated, set on the bench database for every connection, e.g.
-//! `synchronous_commit=off` to see what commit flushes cost; default none).
+//! `synchronous_commit=off` to see what commit flushes cost; default none),
+//! `MAX_ACTIVE_HOLDS_PER_PRINCIPAL` (the server's limit of active holds per principal,
+//! as the service reads it; default the service's, 20; `0` turns it off). Every hold of
+//! (b), (d) and their kin is made by a principal of its own, so the limit refuses none:
+//! a run with it on and one with `0` compare what its lock and count cost a hold.
 
 use bench::setup::{self, BoxError, Server, env_number};
 use bench::stats::{Outcome, ms};

@@ -197,6 +197,11 @@ impl Server {
         let settings = options.settings;
         let mut config = Config::from_lookup(Defaults::DevServer, move |k| match k {
             "DATABASE_URL" => Some(url.clone()),
+            // The limit of active holds per principal as the bench's environment sets it
+            // (the service's default otherwise), so that one build measures it on and off.
+            "MAX_ACTIVE_HOLDS_PER_PRINCIPAL" => {
+                settings.iter().find(|(name, _)| *name == k).map(|(_, v)| v.clone()).or_else(|| std::env::var(k).ok())
+            }
             _ => settings.iter().find(|(name, _)| *name == k).map(|(_, v)| v.clone()),
         })?;
         config.db_pool_size = options.pool_size;

@@ -171,13 +171,19 @@ struct HttpHolds {
     http: reqwest::Client,
     url: String,
     principal: String,
+    /// How many holds this worker sent: each is made by a principal of its own
+    /// (`worker-3-17`), so that none meets the limit of active holds per principal and
+    /// each pays what a principal's first hold pays under it (its lock's row written).
+    sent: u64,
     plan: Arc<SlotPlan>,
     keyed: bool,
 }
 
 impl Worker for HttpHolds {
     async fn call(&mut self) -> Result<Outcome, String> {
-        let mut request = self.http.post(&self.url).header("x-principal", &self.principal).json(&self.plan.next_body());
+        self.sent += 1;
+        let principal = format!("{}-{}", self.principal, self.sent);
+        let mut request = self.http.post(&self.url).header("x-principal", principal).json(&self.plan.next_body());
         if self.keyed {
             // What a real client sends: a fresh key per request, kept for its retries.
             request = request.header("idempotency-key", Uuid::new_v4().to_string());
@@ -322,6 +328,7 @@ pub async fn http_holds(
             http: http.clone(),
             url: url.clone(),
             principal: format!("worker-{i}"),
+            sent: 0,
             plan: plan.clone(),
             keyed: mix.keyed,
         })

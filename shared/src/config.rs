@@ -65,6 +65,9 @@ pub struct Config {
     pub booking_horizon: chrono::Duration,
     /// How far in the past a start may lie (clock skew between client and server).
     pub start_grace: chrono::Duration,
+    /// `MAX_ACTIVE_HOLDS_PER_PRINCIPAL`: the most active holds one principal may have
+    /// across the service (admins are not limited); 0: no limit, and no principal lock.
+    pub max_active_holds_per_principal: i32,
     pub max_availability_window: chrono::Duration,
     pub idempotency_wait: Duration,
     pub idempotency_retention: chrono::Duration,
@@ -123,6 +126,7 @@ impl Config {
             max_duration: self.max_reservation,
             horizon: self.booking_horizon,
             start_grace: self.start_grace,
+            max_active_holds: self.max_active_holds_per_principal,
         }
     }
 
@@ -221,6 +225,7 @@ impl Config {
             max_reservation: chrono::Duration::days(num("MAX_RESERVATION_DAYS", 31, 1, 3_650)?),
             booking_horizon: chrono::Duration::days(num("BOOKING_HORIZON_DAYS", 730, 1, 36_500)?),
             start_grace: chrono::Duration::seconds(num("START_GRACE_SECONDS", 300, 0, 86_400)?),
+            max_active_holds_per_principal: num("MAX_ACTIVE_HOLDS_PER_PRINCIPAL", 20, 0, 1_000_000)? as i32,
             max_availability_window: chrono::Duration::days(62),
             idempotency_wait: Duration::from_millis(num("IDEMPOTENCY_WAIT_MS", 2_000, 0, 60_000)? as u64),
             idempotency_retention: chrono::Duration::hours(num("IDEMPOTENCY_RETENTION_HOURS", 24, 24, 24 * 365)?),
@@ -385,6 +390,22 @@ mod tests {
         for bad in ["*", "app.example.com", "https://app.example.com/", "https://"] {
             let err = Config::from_lookup(Defaults::DevServer, lookup(&[base, ("CORS_ALLOWED_ORIGINS", bad)]));
             assert!(err.unwrap_err().to_string().contains("CORS_ALLOWED_ORIGINS"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn active_holds_per_principal_are_twenty_by_default_zero_turns_the_limit_off_and_bad_values_are_refused() {
+        let base = ("DATABASE_URL", "postgres://x@h/db");
+        let c = Config::from_lookup(Defaults::Lambda, lookup(&[base])).unwrap();
+        assert_eq!((c.max_active_holds_per_principal, c.limits().max_active_holds), (20, 20));
+        let c = Config::from_lookup(Defaults::DevServer, lookup(&[base, ("MAX_ACTIVE_HOLDS_PER_PRINCIPAL", "0")]));
+        assert_eq!(c.unwrap().limits().max_active_holds, 0);
+        let c = Config::from_lookup(Defaults::DevServer, lookup(&[base, ("MAX_ACTIVE_HOLDS_PER_PRINCIPAL", " 3 ")]));
+        assert_eq!(c.unwrap().max_active_holds_per_principal, 3);
+        for bad in ["-1", "twenty", "1.5"] {
+            let err =
+                Config::from_lookup(Defaults::DevServer, lookup(&[base, ("MAX_ACTIVE_HOLDS_PER_PRINCIPAL", bad)]));
+            assert!(err.unwrap_err().to_string().contains("MAX_ACTIVE_HOLDS_PER_PRINCIPAL"), "{bad}");
         }
     }
 

@@ -22,13 +22,19 @@
 -- waiting for a concurrent original, lock_not_available. Outcomes other than
 -- `reserved` and `unavailable` leave nothing behind, the claim included. The body's
 -- outcomes are exits from its block, so that the key's last write follows every one.
+--
+-- The limit of active holds per principal (`p_max_holds`, 0: none): a hold (not a
+-- booking) first takes its owner's lock (`principal_holds`, the lock order's first
+-- level, before the resource's) and counts the owner's active holds under it; at the
+-- limit the outcome is `general`, and the general path answers the refusal. The caller
+-- passes 0 for an admin, who is not limited.
 CREATE OR REPLACE FUNCTION reservation_hold(
     p_id uuid, p_resource uuid, p_owner text, p_start timestamptz, p_end timestamptz, p_quantity integer,
     p_confirm boolean, p_now timestamptz, p_metadata jsonb, p_event_id uuid,
     p_principal text DEFAULT NULL, p_method text DEFAULT NULL, p_route text DEFAULT NULL, p_key text DEFAULT NULL,
     p_fingerprint bytea DEFAULT NULL, p_retain_until timestamptz DEFAULT NULL, p_wait text DEFAULT NULL,
     p_refused_status smallint DEFAULT NULL, p_refused_headers jsonb DEFAULT NULL, p_refused_body bytea DEFAULT NULL,
-    p_rules_version bigint DEFAULT NULL
+    p_rules_version bigint DEFAULT NULL, p_max_holds integer DEFAULT 0
 ) RETURNS SETOF reservation_hold_result LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -87,6 +93,12 @@ BEGIN
 
     <<hold>>
     BEGIN
+        IF p_max_holds > 0 AND NOT p_confirm THEN
+            IF (SELECT h.active FROM principal_holds(p_owner, p_now) h) >= p_max_holds THEN
+                o.outcome := 'general';
+                EXIT hold;
+            END IF;
+        END IF;
         -- Capacity 1: a shared lock, and the exclusion constraint as the judge. Holds
         -- of one resource go side by side, and `ON CONFLICT DO NOTHING` settles a race
         -- between them (a speculative insertion waits for a competitor in flight and

@@ -14,7 +14,12 @@
 -- `items`; `unavailable`, one row per item that did not fit (its place, from 0, in
 -- `item`), nothing written; `general`, one row, nothing done.
 --
--- Locks (the lock order's resource level): the look first, without a lock, refusing
+-- Locks: with the limit of active holds per principal on (`p_max_holds`, 0: none), a
+-- hold (not a booking) first takes its owner's lock (`principal_holds`, the lock
+-- order's first level) and counts the owner's active holds under it, the booking
+-- counting as one; at the limit the outcome is `general`, and the general path answers
+-- the refusal (the caller passes 0 for an admin, who is not limited). Then the lock
+-- order's resource level: the look first, without a lock, refusing
 -- an item whose resource, or every member of whose pool, live claims take at this
 -- instant, so that a burst's losers never queue on the winner's locks; then every
 -- resource of the booking `FOR NO KEY UPDATE` in id order in one statement, so that
@@ -31,7 +36,7 @@
 CREATE OR REPLACE FUNCTION reservation_hold_items(
     p_ids uuid[], p_targets uuid[], p_pooled boolean[], p_quantities integer[], p_owner text,
     p_start timestamptz, p_end timestamptz, p_confirm boolean, p_now timestamptz, p_metadata jsonb,
-    p_event_id uuid
+    p_event_id uuid, p_max_holds integer DEFAULT 0
 ) RETURNS TABLE (
     outcome text, item smallint, id uuid, resource_id uuid, owner text, starts_at timestamptz,
     ends_at timestamptz, quantity integer, status text, expires_at timestamptz, failure_reason text,
@@ -63,6 +68,13 @@ DECLARE
     candidate uuid;
     candidates uuid[];
 BEGIN
+    IF p_max_holds > 0 AND NOT p_confirm THEN
+        IF (SELECT h.active FROM principal_holds(p_owner, p_now) h) >= p_max_holds THEN
+            outcome := 'general';
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END IF;
     IF true = ANY(p_pooled) THEN
         SELECT array_agg(DISTINCT i.t) INTO pool_ids FROM unnest(p_targets, p_pooled) AS i(t, pooled) WHERE i.pooled;
         SELECT count(*) INTO pools_found FROM pools WHERE pools.id = ANY(pool_ids);

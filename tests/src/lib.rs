@@ -180,6 +180,10 @@ impl TestApp {
         })
         .expect("test configuration");
         config.db_pool_size = 20;
+        // The service-wide limit of active holds per principal is off in the harness:
+        // many tests hold more than its default 20 as one principal. The tests of the
+        // limit turn it on with `Options::tweak`.
+        config.max_active_holds_per_principal = 0;
         if let Some(base) = options.upstream {
             config.upstream.base_url = Some(base);
             config.upstream.token = Some(upstream_mock::TOKEN.into());

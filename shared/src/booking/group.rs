@@ -124,6 +124,7 @@ pub async fn hold_items_at_once(
         confirmation: req.confirmation,
         metadata: &req.metadata,
         now,
+        max_holds: limits::max_active_holds(owner, req.confirmation, limits),
     };
     match hold::hold_items(c, &new).await? {
         HeldItems::Reserved(r) => Ok(GroupAttempt::Held(r.as_of(now))),
@@ -197,8 +198,12 @@ pub async fn reserve_items(
     if !taken.is_empty() {
         return Err(BookingError::ItemsRefused(taken));
     }
-    // The lock, in a round trip of its own (the lock order): every statement after it
-    // reads a snapshot that includes every committed competitor.
+    // The owner's lock first (the lock order), when the limit of active holds applies:
+    // the booking is one more hold of the owner's.
+    let owner = req.owner.as_deref().unwrap_or(&who.id);
+    limits::hold_lock(tx, owner, who, req.confirmation, limits, now).await?;
+    // The resources' lock, in a round trip of its own (the lock order): every statement
+    // after it reads a snapshot that includes every committed competitor.
     let locked: BTreeMap<Uuid, Resource> =
         resources::lock_many(tx, &ids).await?.into_iter().map(|r| (r.id, r)).collect();
     for (index, item) in req.items.iter().enumerate() {
@@ -233,7 +238,6 @@ pub async fn reserve_items(
     };
 
     let lead = Uuid::now_v7();
-    let owner = req.owner.as_deref().unwrap_or(&who.id);
     // One expiry for the whole booking: the shortest hold time among its resources.
     let ttl = locked.values().map(|r| r.hold_ttl_seconds).min().unwrap_or(1);
     let status = match req.confirmation {

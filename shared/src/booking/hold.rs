@@ -115,7 +115,7 @@ pub async fn hold_at_once(
         // An admin acting for an owner: only the general path records who acted.
         return Ok(Attempt::GeneralPath);
     }
-    one_statement(client, owner, req, key, now).await
+    one_statement(client, owner, req, key, limits, now).await
 }
 
 fn validate(req: &ReserveRequest, limits: Limits, now: DateTime<Utc>) -> Result<(), BookingError> {
@@ -131,6 +131,8 @@ fn validate(req: &ReserveRequest, limits: Limits, now: DateTime<Utc>) -> Result<
 
 /// The one-round-trip hold ([`hold::HOLD`], or [`hold::HOLD_KEYED`] with a key),
 /// after the calendar rules that need no load, judged by the rules the process knows.
+/// With the limit of active holds on, the statement takes the owner's lock first and
+/// leaves a hold at the limit to the general path, which answers the refusal.
 /// A resource the process does not know yet has its rules read first (one round trip,
 /// once per process): a hold sent without them would go to the general path, whose
 /// exclusive lock would send the holds that meet it there too. A range the known rules
@@ -141,6 +143,7 @@ async fn one_statement(
     owner: &Principal,
     req: &ReserveRequest,
     key: Option<&Answering<'_>>,
+    limits: Limits,
     now: DateTime<Utc>,
 ) -> Result<Attempt, BookingError> {
     let known = match calendar::KNOWN.get(req.resource_id) {
@@ -171,6 +174,7 @@ async fn one_statement(
         metadata: &req.metadata,
         now,
         rules_version: known_version,
+        max_holds: limits::max_active_holds(owner, req.confirmation, limits),
     };
     let held = match key {
         Some(key) => hold::hold_keyed(c, &new, key).await?,
@@ -234,7 +238,11 @@ pub async fn reserve(
         // Taken at this instant by live claims: refused without a lock or a write.
         return Ok(Reserved::Unavailable);
     }
-    // The lock first, in a round trip of its own: every statement after it reads a
+    // The owner's lock before the resource's (the lock order), when the limit of active
+    // holds applies: its holds on other resources are counted one after another.
+    let owner = req.owner.as_deref().unwrap_or(&who.id);
+    limits::hold_lock(tx, owner, who, req.confirmation, limits, now).await?;
+    // The resource's lock, in a round trip of its own: every statement after it reads a
     // snapshot taken after the lock was granted, which includes every committed
     // competitor (pipelined, a statement can run before the lock: see the lock order).
     // The row as the lock found it: it may have been archived, or its capacity changed,
@@ -249,7 +257,6 @@ pub async fn reserve(
     // The calendar rules in force now: a change of them waits for this lock.
     let candidate = calendar::Candidate { start: req.start, end: req.end, quantity: req.quantity, except: None };
     calendar::judge(tx, &resource, candidate, Judge::Everything, now).await?;
-    let owner = req.owner.as_deref().unwrap_or(&who.id);
     limits::judge(tx, &resource, owner, who, req.start, None, now).await?;
     if pre.lapsed {
         // Capacity that lapsed goes to the waitlist first, not to whoever asks next.

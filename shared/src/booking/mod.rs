@@ -4,11 +4,16 @@
 //!
 //! # The lock order
 //!
-//! One order for the whole codebase: **the resource row, then its intents, then
-//! reservation rows, then waitlist entries** (and last a seat's poll schedule,
-//! `seat_polls`, which a path touches after everything else or alone). A path may skip
-//! a level (a confirm locks only its reservation, then settles its entry) but never
-//! goes back up one. Every path that changes a resource's load takes the resource lock
+//! One order for the whole codebase: **the principal's row, then the resource row,
+//! then its intents, then reservation rows, then waitlist entries** (and last a seat's
+//! poll schedule, `seat_polls`, which a path touches after everything else or alone).
+//! A path may skip a level (a confirm locks only its reservation, then settles its
+//! entry) but never goes back up one. The principal's row (`principals`, locked by
+//! `principal_holds`) is taken only by the paths that make a hold at its owner's
+//! request while the limit of active holds per principal is on (the one-statement
+//! hold and booking of several, the general hold, bookings of several and series), so
+//! that one principal's holds on different resources are counted one after another
+//! (see `limits`); a path takes one principal's row at most. Every path that changes a resource's load takes the resource lock
 //! first, so those paths serialize per resource and never deadlock; paths on different
 //! resources never contend. A path that changes several resources' loads (a booking
 //! of several items, a series) takes all their rows in one statement, in id order, so
@@ -83,7 +88,7 @@ pub use webhooks::{
 
 use crate::db::{self, DbError};
 use crate::domain::policies::Closed;
-use crate::domain::{FieldError, LimitReached, Rule, Status};
+use crate::domain::{FieldError, HoldsReached, LimitReached, Rule, Status};
 
 /// Expected outcomes that are not successes, and the one unexpected kind (`Db`).
 #[derive(Debug, thiserror::Error)]
@@ -145,6 +150,10 @@ pub enum BookingError {
     /// A booking limit of the resource would be broken for the principal.
     #[error("booking limit reached")]
     LimitExceeded(LimitReached),
+    /// The owner already has as many active holds across the service as the limit
+    /// allows (`MAX_ACTIVE_HOLDS_PER_PRINCIPAL`).
+    #[error("at most {} active holds per principal", .0.max)]
+    HoldsExceeded(HoldsReached),
     /// The booking was moved as often as the resource allows.
     #[error("the booking was moved {max} times already")]
     RescheduleLimit { max: i32 },

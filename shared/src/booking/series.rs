@@ -16,7 +16,7 @@
 use super::group::{GroupRequest, ItemRequest, Target, reserve_items};
 use super::hold::{Approval, ReserveRequest, Reserved, reserve};
 use super::reschedule::{Change, Rescheduled, reschedule};
-use super::{BookingError, invalid};
+use super::{BookingError, invalid, limits};
 use crate::db::hold::Confirmation;
 use crate::db::series::{self as rows, NewSeries, OccurrenceRow};
 use crate::db::{DbError, GenericClient, pools, reservations, resources};
@@ -148,6 +148,10 @@ pub async fn create_series(
     let (zone_resource, lock_ids) = resources_of(tx, &req.target).await?;
     let tz = zone_resource.calendar.time_zone;
     let occurrences = req.recurrence.expand("recurrence", tz, req.start, req.end).map_err(BookingError::Validation)?;
+    // The owner's lock first (the lock order), when the limit of active holds applies:
+    // each occurrence's hold is judged against it, under it, in turn.
+    let owner = req.owner.as_deref().unwrap_or(&who.id);
+    limits::lock_owner(tx, owner, who, req.confirmation, limits, now).await?;
     // The lock, every resource at once in id order, before any occurrence: two series
     // over the same resources queue on it instead of deadlocking, and no occurrence's
     // look is ever taken without it.

@@ -39,11 +39,13 @@ statements![HOLD, HOLD_KEYED, HOLD_ITEMS, PRECHECK, PRECHECK_MANY, RULES];
 /// Parameters: `$1` id, `$2` resource, `$3` owner, `$4` start, `$5` end, `$6` quantity,
 /// `$7` confirm, `$8` now, `$9` metadata, `$10` the id of its event in the outbox (made
 /// here, as the reservation's is), `$11` the version of the calendar rules the range
-/// was judged by (a resource with rules is served only at that version).
+/// was judged by (a resource with rules is served only at that version), `$12` the
+/// limit of the owner's active holds (0: none), judged under the owner's lock
+/// (`principal_holds`, before the resource's): at the limit the outcome is `general`.
 pub const HOLD: &str = concat!(
     "SELECT outcome, capacity, rules_version, ",
     columns!(),
-    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, p_rules_version => $11)"
+    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, p_rules_version => $11, p_max_holds => $12)"
 );
 
 /// [`HOLD`] for a request with an `Idempotency-Key`: the same function with the key's
@@ -55,12 +57,12 @@ pub const HOLD: &str = concat!(
 /// Parameters: [`HOLD`]'s first ten, then `$11`-`$14` the key's scope and key, `$15`
 /// fingerprint, `$16` when the record may be purged, `$17` the wait (a `lock_timeout`),
 /// `$18`-`$20` the refusal's stored answer (status, headers, body), `$21` the rules'
-/// version ([`HOLD`]'s `$11`).
+/// version ([`HOLD`]'s `$11`), `$22` the limit of active holds ([`HOLD`]'s `$12`).
 pub const HOLD_KEYED: &str = concat!(
     "SELECT outcome, capacity, rules_version, ",
     columns!(),
     " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-     $20, p_rules_version => $21)"
+     $20, p_rules_version => $21, p_max_holds => $22)"
 );
 
 /// A resource's calendar rules and their version, which every change of them bumps:
@@ -139,6 +141,8 @@ pub struct NewHold<'a> {
     pub now: DateTime<Utc>,
     /// The version of the calendar rules the range was judged by ([`RULES`]).
     pub rules_version: Option<i64>,
+    /// The most active holds the owner may have (0: no limit); see [`HOLD`].
+    pub max_holds: i32,
 }
 
 /// The first ten parameters of [`HOLD`] and of [`HOLD_KEYED`].
@@ -154,7 +158,7 @@ fn hold_params<'a>(
 pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<Hold, DbError> {
     let metadata = Json(h.metadata);
     let confirm = h.confirmation.is_now();
-    let row = c.row(HOLD, &[&hold_params(h, &confirm, &metadata)[..], &[&h.rules_version]].concat()).await?;
+    let row = c.row(HOLD, &[&hold_params(h, &confirm, &metadata)[..], &[&h.rules_version, &h.max_holds]].concat()).await?;
     hold_of(&row)
 }
 
@@ -178,7 +182,10 @@ pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'
     ];
     let confirm = h.confirmation.is_now();
     let row = c
-        .row(HOLD_KEYED, &[&hold_params(h, &confirm, &metadata)[..], &key[..], &[&h.rules_version]].concat())
+        .row(
+            HOLD_KEYED,
+            &[&hold_params(h, &confirm, &metadata)[..], &key[..], &[&h.rules_version, &h.max_holds]].concat(),
+        )
         .await;
     match row {
         Ok(row) => hold_of(&row),
@@ -213,11 +220,12 @@ fn hold_of(row: &Row) -> Result<Hold, DbError> {
 /// Parameters: `$1` every item's row id (the first is the lead's, the booking's id),
 /// `$2` every item's resource or pool, `$3` whether it is a pool, `$4` its quantity,
 /// `$5` owner, `$6` start, `$7` end, `$8` confirm, `$9` now, `$10` metadata, `$11` the
-/// id of its event in the outbox.
+/// id of its event in the outbox, `$12` the limit of the owner's active holds (0: none;
+/// see [`HOLD`]), the booking counting as one.
 pub const HOLD_ITEMS: &str = concat!(
     "SELECT outcome, item, ",
     columns!(),
-    ", items FROM reservation_hold_items($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+    ", items FROM reservation_hold_items($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
 );
 
 /// One item of [`NewHoldItems`]: a resource, or any one member of a pool.
@@ -238,6 +246,8 @@ pub struct NewHoldItems<'a> {
     pub confirmation: Confirmation,
     pub metadata: &'a Metadata,
     pub now: DateTime<Utc>,
+    /// The most active holds the owner may have (0: no limit); see [`HOLD_ITEMS`].
+    pub max_holds: i32,
 }
 
 /// What [`HOLD_ITEMS`] came to.
@@ -262,7 +272,20 @@ pub async fn hold_items(c: &impl GenericClient, h: &NewHoldItems<'_>) -> Result<
     let rows = c
         .rows(
             HOLD_ITEMS,
-            &[&h.ids, &targets, &pooled, &quantities, &h.owner, &h.start, &h.end, &confirm, &h.now, &metadata, &h.event_id],
+            &[
+                &h.ids,
+                &targets,
+                &pooled,
+                &quantities,
+                &h.owner,
+                &h.start,
+                &h.end,
+                &confirm,
+                &h.now,
+                &metadata,
+                &h.event_id,
+                &h.max_holds,
+            ],
         )
         .await;
     let rows = match rows {

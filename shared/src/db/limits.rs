@@ -1,11 +1,12 @@
-//! SQL for booking limits: what one principal has live on a resource.
+//! SQL for booking limits: what one principal has live on a resource, and what it
+//! holds across the service.
 
 use super::{DbError, GenericClient};
 use crate::domain::Counted;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-statements![COUNTED];
+statements![COUNTED, PRINCIPAL_HOLDS];
 
 /// The live bookings and holds of principal `$2` on resource `$1` that start in
 /// `[$3, $4)`, but those of booking `$5` (the one being moved), as at `$6`: what the
@@ -31,4 +32,25 @@ pub async fn counted(
     rows.iter()
         .map(|r| Ok(Counted { start: r.try_get("starts_at")?, expires_at: r.try_get("expires_at")? }))
         .collect()
+}
+
+/// The lock of principal `$1` (its row in `principals`, written first when it is not
+/// there yet, locked `FOR NO KEY UPDATE`: the lock order's first level) and, read after
+/// it, the principal's active holds as at `$2`, a booking of several counting once, and
+/// the earliest of their expiries (`principal_holds`).
+pub const PRINCIPAL_HOLDS: &str = "SELECT active, frees_at FROM principal_holds($1, $2)";
+
+/// What [`PRINCIPAL_HOLDS`] read under the principal's lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveHolds {
+    pub active: i64,
+    /// When the earliest of them lapses; `None` when there is none.
+    pub frees_at: Option<DateTime<Utc>>,
+}
+
+/// See [`PRINCIPAL_HOLDS`]. Run inside the transaction that makes the hold, before any
+/// resource lock.
+pub async fn lock_principal(c: &impl GenericClient, owner: &str, now: DateTime<Utc>) -> Result<ActiveHolds, DbError> {
+    let row = c.row(PRINCIPAL_HOLDS, &[&owner, &now]).await?;
+    Ok(ActiveHolds { active: row.try_get("active")?, frees_at: row.try_get("frees_at")? })
 }

@@ -12,7 +12,9 @@ mod validate;
 pub use calendar::{CalendarChange, CalendarRules, Judge, Rule, Schedule};
 pub use load::{Claim, FreePiece, free_pieces, load_segments, peak_load};
 pub use patch::Patch;
-pub use policies::{BookingLimit, Counted, LimitReached, Policies, PoliciesChange, Window, judge_limits, limits_reach};
+pub use policies::{
+    BookingLimit, Counted, HoldsReached, LimitReached, Policies, PoliciesChange, Window, judge_limits, limits_reach,
+};
 pub use validate::{FieldError, Limits, Metadata, validate_metadata, validate_range};
 
 use chrono::{DateTime, Utc};

@@ -59,6 +59,15 @@ pub struct LimitReached {
     pub frees_at: Option<DateTime<Utc>>,
 }
 
+/// The service-wide limit of active holds per principal, reached: a new hold would be
+/// one more than `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldsReached {
+    pub max: i32,
+    /// When the earliest of the principal's active holds lapses and frees a place.
+    pub frees_at: Option<DateTime<Utc>>,
+}
+
 /// One of the principal's live bookings or holds on the resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counted {

@@ -69,6 +69,9 @@ pub struct Limits {
     pub max_duration: Duration,
     pub horizon: Duration,
     pub start_grace: Duration,
+    /// The most active holds (held, not lapsed) one principal may have across the
+    /// service (`MAX_ACTIVE_HOLDS_PER_PRINCIPAL`); 0: no limit.
+    pub max_active_holds: i32,
 }
 
 /// Checks a requested `[start, end)` against the booking limits at `now`.
@@ -102,8 +105,12 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
 
-    const LIMITS: Limits =
-        Limits { max_duration: Duration::days(31), horizon: Duration::days(730), start_grace: Duration::minutes(5) };
+    const LIMITS: Limits = Limits {
+        max_duration: Duration::days(31),
+        horizon: Duration::days(730),
+        start_grace: Duration::minutes(5),
+        max_active_holds: 20,
+    };
 
     fn now() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap()

@@ -5,7 +5,7 @@ use crate::booking::{BookingError, Refusal, RefusedItem, RefusedOccurrence, Targ
 use crate::config::AuthMode;
 use crate::db::DbError;
 use crate::domain::policies::Closed;
-use crate::domain::{BookingLimit, FieldError, LimitReached, Rule, Window};
+use crate::domain::{BookingLimit, FieldError, HoldsReached, LimitReached, Rule, Window};
 use chrono::{DateTime, Utc};
 use http::StatusCode;
 use serde::Serialize;
@@ -239,7 +239,7 @@ impl ProblemType {
         slug: "limit-exceeded",
         status: 409,
         title: "Booking limit reached",
-        description: "The principal already has as many live bookings and holds on this resource in the window as one of its `limits` allows; nothing was held. `limit` names the limit, `window_start` and `window_end` the window the booking's start falls in, and `frees_at`, when present, when the earliest of the counted holds lapses. Admins are not limited.",
+        description: "The principal already has as many live bookings and holds on this resource in the window as one of its `limits` allows, or as many active holds across the service as the service allows; nothing was held. `limit` names the limit: one of the resource's (`max`, `window`), with `window_start` and `window_end` the window the booking's start falls in, or the service's (`scope`: `principal`, `max`: the most active holds per principal, a booking of several counting as one; confirm or release one). `frees_at`, when present, says when the earliest of the counted holds lapses. Admins are not limited.",
     };
     pub const HOLD_EXTENSION_LIMIT: ProblemType = ProblemType {
         slug: "hold-extension-limit",
@@ -421,6 +421,8 @@ pub enum ApiError {
     HoldExtensionLimit,
     #[error("booking limit reached")]
     LimitExceeded(LimitReached),
+    #[error("active holds limit reached")]
+    HoldsExceeded(HoldsReached),
     #[error("idempotency key in progress")]
     IdempotencyKeyInProgress { retry_after: u64 },
     #[error("idempotency key reused")]
@@ -494,7 +496,7 @@ impl ApiError {
             ApiError::PolicyWindowClosed(_) => &ProblemType::POLICY_WINDOW_CLOSED,
             ApiError::RescheduleLimit { .. } => &ProblemType::RESCHEDULE_LIMIT,
             ApiError::HoldExtensionLimit => &ProblemType::HOLD_EXTENSION_LIMIT,
-            ApiError::LimitExceeded(_) => &ProblemType::LIMIT_EXCEEDED,
+            ApiError::LimitExceeded(_) | ApiError::HoldsExceeded(_) => &ProblemType::LIMIT_EXCEEDED,
             ApiError::IdempotencyKeyInProgress { .. } => &ProblemType::IDEMPOTENCY_KEY_IN_PROGRESS,
             ApiError::PayloadTooLarge => &ProblemType::PAYLOAD_TOO_LARGE,
             ApiError::UriTooLong => &ProblemType::URI_TOO_LONG,
@@ -583,6 +585,10 @@ impl ApiError {
                 reached.window_start.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 reached.window_end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
             ),
+            ApiError::HoldsExceeded(reached) => format!(
+                "At most {} active holds per principal across the service; confirm or release one first.",
+                reached.max
+            ),
             ApiError::IdempotencyKeyInProgress { .. } => {
                 "A request with this idempotency key is still being processed.".into()
             }
@@ -663,13 +669,28 @@ impl ApiError {
             #[serde(flatten, skip_serializing_if = "Option::is_none")]
             reached: Option<Reached>,
         }
+        /// One of the resource's limits, with its window, or the service's limit of
+        /// active holds per principal.
         #[derive(Serialize)]
-        struct Reached {
-            limit: BookingLimit,
-            window_start: DateTime<Utc>,
-            window_end: DateTime<Utc>,
-            /// When the earliest counted hold lapses; null: only a cancel frees a place.
-            frees_at: Option<DateTime<Utc>>,
+        #[serde(untagged)]
+        enum Reached {
+            Resource {
+                limit: BookingLimit,
+                window_start: DateTime<Utc>,
+                window_end: DateTime<Utc>,
+                /// When the earliest counted hold lapses; null: only a cancel frees a place.
+                frees_at: Option<DateTime<Utc>>,
+            },
+            Principal {
+                limit: PrincipalLimit,
+                /// When the earliest of the principal's active holds lapses.
+                frees_at: Option<DateTime<Utc>>,
+            },
+        }
+        #[derive(Serialize)]
+        struct PrincipalLimit {
+            scope: &'static str,
+            max: i32,
         }
         // A series refused for its first occurrence's bad fields is a validation error
         // too: its `errors` name each occurrence's fields (`occurrences[2].end`).
@@ -709,10 +730,14 @@ impl ApiError {
             _ => (None, None),
         };
         let reached = match &self {
-            ApiError::LimitExceeded(r) => Some(Reached {
+            ApiError::LimitExceeded(r) => Some(Reached::Resource {
                 limit: r.limit,
                 window_start: r.window_start,
                 window_end: r.window_end,
+                frees_at: r.frees_at,
+            }),
+            ApiError::HoldsExceeded(r) => Some(Reached::Principal {
+                limit: PrincipalLimit { scope: "principal", max: r.max },
                 frees_at: r.frees_at,
             }),
             _ => None,
@@ -847,6 +872,7 @@ impl From<BookingError> for ApiError {
             BookingError::RescheduleLimit { max } => ApiError::RescheduleLimit { max },
             BookingError::HoldExtensionLimit => ApiError::HoldExtensionLimit,
             BookingError::LimitExceeded(reached) => ApiError::LimitExceeded(reached),
+            BookingError::HoldsExceeded(reached) => ApiError::HoldsExceeded(reached),
             BookingError::OutsideSchedule(rule) => ApiError::OutsideSchedule { rule },
             BookingError::Db(e) => e.into(),
         }
@@ -943,7 +969,10 @@ mod tests {
                 window_end: chrono::DateTime::UNIX_EPOCH,
                 frees_at: None,
             }),
-            ApiError::LimitExceeded(_) => ApiError::IdempotencyKeyInProgress { retry_after: 1 },
+            ApiError::LimitExceeded(_) => {
+                ApiError::HoldsExceeded(HoldsReached { max: 20, frees_at: Some(chrono::DateTime::UNIX_EPOCH) })
+            }
+            ApiError::HoldsExceeded(_) => ApiError::IdempotencyKeyInProgress { retry_after: 1 },
             ApiError::IdempotencyKeyInProgress { .. } => ApiError::IdempotencyKeyReused,
             ApiError::IdempotencyKeyReused => ApiError::OutsideSchedule { rule: Rule::Buffer },
             ApiError::OutsideSchedule { .. } => ApiError::UpstreamUnavailable { retry_after: 1 },
@@ -971,9 +1000,20 @@ mod tests {
             assert_eq!((page.status, page.title), (reply.status.as_u16(), body["title"].as_str().unwrap()), "{slug}");
             answered.insert(slug);
         }
-        assert_eq!(variants, 41, "the walk reaches every variant");
+        assert_eq!(variants, 42, "the walk reaches every variant");
         let pages: std::collections::BTreeSet<_> = PROBLEM_TYPES.iter().map(|t| t.slug.to_string()).collect();
         assert_eq!(answered, pages, "every page describes a problem some variant answers");
+    }
+
+    #[test]
+    fn the_limit_of_active_holds_per_principal_names_its_scope_and_when_it_frees() {
+        let frees_at = Some("2027-03-15T10:05:00Z".parse().unwrap());
+        let (reply, body) = problem(ApiError::from(BookingError::HoldsExceeded(HoldsReached { max: 3, frees_at })));
+        assert_eq!(reply.status, StatusCode::CONFLICT);
+        assert!(body["type"].as_str().unwrap().ends_with("/problems/limit-exceeded"));
+        assert_eq!(body["limit"], serde_json::json!({"scope": "principal", "max": 3}));
+        assert_eq!(body["frees_at"], "2027-03-15T10:05:00Z");
+        assert!(body.get("window_start").is_none() && body.get("window_end").is_none(), "{body}");
     }
 
     #[test]

@@ -499,6 +499,7 @@ async fn a_rules_change_racing_with_holds_leaves_no_booking_outside_the_hours_in
                         metadata,
                         now: at("2027-01-04T00:00:00Z"),
                         rules_version: Some(0),
+                        max_holds: 0,
                     };
                     shared::db::hold::hold(db, &hold).await.unwrap();
                     continue;
@@ -587,6 +588,7 @@ async fn the_one_statement_hold_serves_a_single_unit_with_rules_only_at_the_vers
         metadata: &metadata,
         now: at("2027-01-04T00:00:00Z"),
         rules_version,
+        max_holds: 0,
     };
     let range = ("2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z");
     for version in [None, Some(1)] {
@@ -625,6 +627,7 @@ fn one_statement_hold<'a>(
         metadata,
         now: at("2027-01-04T00:00:00Z"),
         rules_version,
+        max_holds: 0,
     }
 }
 

@@ -298,3 +298,160 @@ async fn an_admin_makes_a_series_for_an_owner_whose_occurrences_and_events_name_
     let event = event_of(&app, "reservation.held", &single["id"]).await;
     assert!(event.get("series_id").is_none(), "a booking of no series has none: {event}");
 }
+
+// ---- The service-wide limit of active holds per principal ----------------------------
+
+/// A server whose limit of active holds per principal is `max` (the harness turns it
+/// off), on `clock`.
+async fn app_with_holds_limit(max: i32, clock: std::sync::Arc<shared::clock::ManualClock>) -> TestApp {
+    TestApp::spawn_with(acceptance::Options {
+        clock,
+        tweak: Box::new(move |c| c.max_active_holds_per_principal = max),
+        ..Default::default()
+    })
+    .await
+}
+
+fn clock() -> std::sync::Arc<shared::clock::ManualClock> {
+    std::sync::Arc::new(shared::clock::ManualClock::new(Utc::now()))
+}
+
+/// The owner's active holds as the table has them, a booking of several counting once.
+async fn active_holds(app: &TestApp, owner: &str) -> i64 {
+    app.count(
+        "SELECT count(DISTINCT coalesce(booking_id, id)) FROM reservations \
+         WHERE owner = $1 AND status = 'HELD' AND expires_at > now()",
+        &[&owner],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_concurrent_holds_by_one_principal_on_thirty_resources_under_a_limit_of_three_yield_exactly_three() {
+    let app = app_with_holds_limit(3, clock()).await;
+    let mut resources = Vec::new();
+    for i in 0..30 {
+        // Both ways of the one-statement hold: capacity 1 (the row shared) and N.
+        resources.push(app.resource(1 + i % 2).await);
+    }
+    let (start, end) = hours(9, 10);
+    let results = send_at_once(
+        resources
+            .iter()
+            .map(|r| app.post("bot", "/v1/reservations", &json!({"resource_id": r, "start": start, "end": end})))
+            .collect(),
+    )
+    .await;
+    let won = results.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
+    let refused = results.iter().filter(|(s, p)| *s == StatusCode::CONFLICT && slug(p) == "limit-exceeded").count();
+    assert_eq!((won, refused), (3, 27), "{results:?}");
+    assert_eq!(active_holds(&app, "bot").await, 3, "the table holds three, not the answers only");
+    let (status, other) = app.reserve("alice", resources[0], (&start, &end), 1).await;
+    assert!(status == StatusCode::CREATED || slug(&other) == "slot-unavailable", "another principal is not limited");
+}
+
+#[tokio::test]
+async fn over_the_limit_the_problem_names_the_limit_and_when_it_frees() {
+    let app = app_with_holds_limit(2, clock()).await;
+    let (a, b, c) = (app.resource(1).await, app.resource(3).await, app.resource(1).await);
+    let first = app.hold("alice", a, 9, 10).await;
+    app.hold("alice", b, 9, 10).await;
+    let (s, e) = hours(9, 10);
+    let (status, problem) = app.reserve("alice", c, (&s, &e), 1).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "limit-exceeded"), "{problem}");
+    assert_eq!(problem["limit"], json!({"scope": "principal", "max": 2}));
+    assert_eq!(at(&problem, "frees_at"), at(&first, "expires_at"), "the earliest hold lapses first: {problem}");
+    assert!(problem.get("window_start").is_none(), "the service's limit has no window: {problem}");
+    let (status, keyed) = send(
+        app.post("alice", "/v1/reservations", &json!({"resource_id": c, "start": s, "end": e}))
+            .header("idempotency-key", "k-1"),
+    )
+    .await;
+    assert_eq!((status, slug(&keyed)), (StatusCode::CONFLICT, "limit-exceeded"), "with a key too: {keyed}");
+    assert_eq!(active_holds(&app, "alice").await, 2);
+}
+
+#[tokio::test]
+async fn a_booking_of_several_counts_as_one_hold() {
+    let app = app_with_holds_limit(2, clock()).await;
+    let rooms: Vec<_> = futures::future::join_all((0..6).map(|_| app.resource(1))).await;
+    let (s, e) = hours(9, 10);
+    let items = |i: usize, j: usize| json!({"items": [{"resource_id": rooms[i]}, {"resource_id": rooms[j]}], "start": s, "end": e});
+    let (status, both) = send(app.post("alice", "/v1/reservations", &items(0, 1))).await;
+    assert_eq!(status, StatusCode::CREATED, "{both}");
+    app.hold("alice", rooms[2], 9, 10).await;
+    assert_eq!(active_holds(&app, "alice").await, 2, "two rows of one booking, and one hold");
+    let (status, problem) = send(app.post("alice", "/v1/reservations", &items(3, 4))).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "limit-exceeded"), "{problem}");
+    let (status, problem) = app.reserve("alice", rooms[5], (&s, &e), 1).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "limit-exceeded"), "{problem}");
+    let (status, _) = send(app.delete("alice", &reservation_path(&both["id"]))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, again) = send(app.post("alice", "/v1/reservations", &items(3, 4))).await;
+    assert_eq!(status, StatusCode::CREATED, "the released booking freed one place: {again}");
+}
+
+#[tokio::test]
+async fn an_admin_is_not_limited_for_themselves_nor_when_booking_for_an_owner() {
+    let app = app_with_holds_limit(1, clock()).await;
+    let rooms: Vec<_> = futures::future::join_all((0..5).map(|_| app.resource(1))).await;
+    app.hold("alice", rooms[0], 9, 10).await;
+    let (s, e) = hours(9, 10);
+    let body = json!({"resource_id": rooms[1], "start": s, "end": e, "owner": "alice"});
+    let (status, held) = send(app.post("admin", "/v1/reservations", &body)).await;
+    assert_eq!(status, StatusCode::CREATED, "an admin holds for alice past her limit: {held}");
+    assert_eq!((held["owner"].clone(), held["acted_by"].clone()), (json!("alice"), json!("admin")));
+    app.hold("admin", rooms[2], 9, 10).await;
+    app.hold("admin", rooms[3], 9, 10).await;
+    let (status, problem) = app.reserve("alice", rooms[4], (&s, &e), 1).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "limit-exceeded"), "alice still is: {problem}");
+    assert_eq!(active_holds(&app, "alice").await, 2);
+}
+
+#[tokio::test]
+async fn bookings_do_not_count_and_a_confirmed_hold_frees_a_place_as_a_lapsed_one_does() {
+    let clock = clock();
+    let app = app_with_holds_limit(1, clock.clone()).await;
+    let rooms: Vec<_> = futures::future::join_all((0..5).map(|_| app.resource(1))).await;
+    let (s, e) = hours(9, 10);
+    let booking = json!({"resource_id": rooms[0], "start": s, "end": e, "confirm": true});
+    let (status, booked) = send(app.post("alice", "/v1/reservations", &booking)).await;
+    assert_eq!(status, StatusCode::CREATED, "a booking is no hold: {booked}");
+    let held = app.hold("alice", rooms[1], 9, 10).await;
+    let (status, problem) = app.reserve("alice", rooms[2], (&s, &e), 1).await;
+    assert_eq!((status, slug(&problem)), (StatusCode::CONFLICT, "limit-exceeded"), "{problem}");
+    let (status, confirmed) = app.confirm("alice", &held["id"]).await;
+    assert_eq!(status, StatusCode::OK, "{confirmed}");
+    let later = app.hold("alice", rooms[2], 9, 10).await;
+    let (status, _) = app.reserve("alice", rooms[3], (&s, &e), 1).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    clock.set(at(&later, "expires_at"));
+    let (status, lapsed) = app.reserve("alice", rooms[3], (&s, &e), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "a lapsed hold is not active: {lapsed}");
+}
+
+#[tokio::test]
+async fn a_series_of_holds_is_judged_occurrence_by_occurrence_against_the_limit() {
+    let app = app_with_holds_limit(2, clock()).await;
+    let room = app.resource(1).await;
+    let (s, e) = hours(9, 10);
+    let body = json!({"resource_id": room, "start": s, "end": e, "recurrence": "FREQ=DAILY;COUNT=3", "mode": "skip_conflicts"});
+    let (status, series) = send(app.post("alice", "/v1/series", &body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{series}");
+    let occurrences = series["occurrences"].as_array().unwrap();
+    let held: Vec<bool> = occurrences.iter().map(|o| o["reservation_id"].is_string()).collect();
+    assert_eq!(held, [true, true, false], "{series}");
+    assert_eq!(occurrences[2]["problem"]["limit"], json!({"scope": "principal", "max": 2}), "{series}");
+    assert_eq!(active_holds(&app, "alice").await, 2);
+}
+
+#[tokio::test]
+async fn a_limit_of_zero_turns_the_limit_off_and_takes_no_principal_lock() {
+    let app = app_with_holds_limit(0, clock()).await;
+    let room = app.resource(100).await;
+    for hour in 0..25 {
+        app.hold("alice", room, hour, hour + 1).await;
+    }
+    assert_eq!(active_holds(&app, "alice").await, 25);
+    assert_eq!(app.count("SELECT count(*) FROM principals", &[]).await, 0, "no principal's row was written");
+}

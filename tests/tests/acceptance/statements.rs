@@ -165,6 +165,7 @@ fn new_hold(room: uuid::Uuid, metadata: &shared::domain::Metadata) -> NewHold<'_
         metadata,
         now: chrono::Utc::now(),
         rules_version: None,
+        max_holds: 0,
     }
 }
 
