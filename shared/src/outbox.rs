@@ -190,11 +190,9 @@ pub fn backoff(attempts: i32) -> ChronoDuration {
     ChronoDuration::seconds((1i64 << exp).min(300))
 }
 
-/// How long a claimed batch is leased to this relay before another may send it again.
-const LEASE: ChronoDuration = ChronoDuration::seconds(30);
-/// Events claimed per round trip. The claim and the mark are one commit each, so the
-/// relay's rate is about a batch per two commits (`relay-bench`); a publisher sends a
-/// batch in pieces its queue takes (SQS: ten).
+/// Events a batch locks and publishes, in one transaction with their mark: the
+/// relay's rate is about a batch per commit (`relay-bench`). A publisher sends a batch
+/// in pieces its queue takes (SQS: ten).
 const BATCH: i64 = 100;
 
 /// Publishes the topic's due rows until none are left or the budget is spent.
@@ -206,20 +204,22 @@ pub async fn relay<P: Publisher>(
     budget: Duration,
 ) -> Result<RelayReport, DbError> {
     let started = Instant::now();
-    let client = pool.get().await?;
+    let mut client = pool.get().await?;
     let mut report = RelayReport::default();
     loop {
         if started.elapsed() >= budget {
             report.unfinished = true;
             break;
         }
-        let now = clock.now();
-        let events = outbox::claim_due(&client, topic, now, BATCH, now + LEASE).await?;
+        // One transaction a batch: its lock keeps other relays off these events while
+        // they are out, and the mark commits with it.
+        let tx = client.transaction().await?;
+        let events = outbox::lock_due(&tx, topic, clock.now(), BATCH).await?;
         if events.is_empty() {
+            tx.commit().await?;
             break;
         }
         let mut delivered = Vec::with_capacity(events.len());
-        let mut held_back = Vec::new();
         let mut stalled = HashSet::new();
         let mut rest: Vec<&outbox::Event> = events.iter().collect();
         // In waves of one event per subject, so that the queue, which may refuse any
@@ -231,7 +231,8 @@ pub async fn relay<P: Publisher>(
             let mut in_wave = HashSet::new();
             for event in rest {
                 if stalled.contains(&event.subject_id) {
-                    held_back.push(event.id);
+                    // Held back behind its subject's refused event: not marked, so
+                    // due again, with no attempt counted.
                 } else if in_wave.insert(event.subject_id) {
                     wave.push(event);
                 } else {
@@ -249,20 +250,19 @@ pub async fn relay<P: Publisher>(
                     Ok(()) => delivered.push(event.id),
                     Err(reason) => {
                         report.failed += 1;
-                        tracing::warn!(event_id = %event.id, attempts = event.attempts, %reason, "publish failed; will retry");
-                        outbox::mark_failed(&client, event.id, clock.now() + backoff(event.attempts), &reason).await?;
-                        outbox::stall(&client, topic, event.subject_id, event.seq).await?;
+                        let attempts = event.attempts + 1;
+                        tracing::warn!(event_id = %event.id, attempts, %reason, "publish failed; will retry");
+                        outbox::mark_failed(&tx, event.id, clock.now() + backoff(attempts), &reason).await?;
+                        outbox::stall(&tx, topic, event.subject_id, event.seq).await?;
                         stalled.insert(event.subject_id);
                     }
                 }
             }
             rest = later;
         }
-        if !held_back.is_empty() {
-            outbox::release(&client, &held_back, clock.now()).await?;
-        }
         let nothing_delivered = delivered.is_empty();
-        report.published += outbox::mark_published(&client, &delivered, clock.now()).await?;
+        report.published += outbox::mark_published(&tx, &delivered, clock.now()).await?;
+        tx.commit().await?;
         if nothing_delivered {
             // The queue is refusing everything: leave the rest for the next run.
             break;

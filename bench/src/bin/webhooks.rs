@@ -128,7 +128,8 @@ async fn run(database_url: String, quick: bool) -> Result<bool, BoxError> {
         let (room, slot) = (rooms[(i % 100) as usize], (i / 100) as i64);
         let start = day + Span::minutes(10 * slot);
         let body = json!({"resource_id": room, "start": start, "end": start + Span::minutes(10)});
-        let request = http.post(server.url("/v1/reservations")).header("x-principal", "bench").json(&body).build()?;
+        let who = format!("guest-{i}");
+        let request = http.post(server.url("/v1/reservations")).header("x-principal", who).json(&body).build()?;
         let (http, answered) = (http.clone(), answered.clone());
         sends.push(tokio::spawn(async move {
             let (status, body) = setup::exchange(&http, request).await?;

@@ -9,10 +9,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 statements![
-    CLAIM_DUE,
+    LOCK_DUE,
     MARK_PUBLISHED,
     STALL,
-    RELEASE,
     MARK_FAILED,
     PURGE_PUBLISHED,
     PENDING,
@@ -20,17 +19,17 @@ statements![
     INSERT_INTENT_MESSAGE,
 ];
 
-/// Claims due events in order, skipping rows another relay holds and the events a
-/// stalled subject holds back ([`STALL`]), and leases them by pushing `next_attempt_at`
-/// to `$3`: if this relay dies after publishing, the events come due again and are
-/// sent again with the same id (at least once).
-pub const CLAIM_DUE: &str = "WITH due AS ( \
-       SELECT id FROM outbox o WHERE topic = $4 AND published_at IS NULL AND next_attempt_at <= $1 \
-         AND NOT EXISTS (SELECT 1 FROM outbox_stalled_subjects s \
-                         WHERE s.topic = o.topic AND s.subject_id = o.subject_id AND s.head_seq < o.seq) \
-       ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
-     UPDATE outbox o SET next_attempt_at = $3, attempts = o.attempts + 1 FROM due WHERE o.id = due.id \
-     RETURNING o.id, o.seq, o.kind, o.subject_id, o.payload, o.created_at, o.attempts";
+/// Locks due events in order, skipping rows another relay holds and the events a
+/// stalled subject holds back ([`STALL`]). The lock lasts the relay's transaction,
+/// which publishes them and marks them published before it commits; a relay that
+/// dies on the way rolls back, and the events are due again at once, to be sent
+/// again with the same id (at least once). No lease is written: an event costs one
+/// row version, its mark.
+pub const LOCK_DUE: &str = "SELECT o.id, o.seq, o.kind, o.subject_id, o.payload, o.created_at, o.attempts \
+     FROM outbox o WHERE o.topic = $3 AND o.published_at IS NULL AND o.next_attempt_at <= $1 \
+       AND NOT EXISTS (SELECT 1 FROM outbox_stalled_subjects s \
+                       WHERE s.topic = o.topic AND s.subject_id = o.subject_id AND s.head_seq < o.seq) \
+     ORDER BY o.seq LIMIT $2 FOR NO KEY UPDATE OF o SKIP LOCKED";
 
 /// Marks events published, and lets go of the subjects they stalled.
 pub const MARK_PUBLISHED: &str = "WITH published AS ( \
@@ -46,11 +45,9 @@ pub const STALL: &str = "INSERT INTO outbox_stalled_subjects (topic, subject_id,
      ON CONFLICT ON CONSTRAINT outbox_stalled_subjects_pkey \
      DO UPDATE SET head_seq = least(outbox_stalled_subjects.head_seq, EXCLUDED.head_seq)";
 
-/// Gives back claimed events without an attempt: they were held back in their batch
-/// behind an event of their subject that was refused.
-pub const RELEASE: &str = "UPDATE outbox SET next_attempt_at = $2, attempts = attempts - 1 WHERE id = ANY($1)";
-
-pub const MARK_FAILED: &str = "UPDATE outbox SET next_attempt_at = $2, last_error = $3 WHERE id = $1";
+/// A failed attempt: the event is due again at `$2`, after its backoff.
+pub const MARK_FAILED: &str =
+    "UPDATE outbox SET next_attempt_at = $2, last_error = $3, attempts = attempts + 1 WHERE id = $1";
 
 pub const PURGE_PUBLISHED: &str = "DELETE FROM outbox WHERE id IN ( \
      SELECT id FROM outbox WHERE published_at < $1 ORDER BY published_at LIMIT $2)";
@@ -92,15 +89,9 @@ impl Topic {
     }
 }
 
-pub async fn claim_due(
-    c: &impl GenericClient,
-    topic: Topic,
-    now: DateTime<Utc>,
-    limit: i64,
-    lease_until: DateTime<Utc>,
-) -> Result<Vec<Event>, DbError> {
-    let mut events: Vec<Event> = c
-        .rows(CLAIM_DUE, &[&now, &limit, &lease_until, &topic.as_str()])
+/// See [`LOCK_DUE`]. Run inside the relay's transaction.
+pub async fn lock_due(c: &impl GenericClient, topic: Topic, now: DateTime<Utc>, limit: i64) -> Result<Vec<Event>, DbError> {
+    c.rows(LOCK_DUE, &[&now, &limit, &topic.as_str()])
         .await?
         .iter()
         .map(|r| {
@@ -114,10 +105,7 @@ pub async fn claim_due(
                 attempts: r.try_get("attempts")?,
             })
         })
-        .collect::<Result<_, DbError>>()?;
-    // UPDATE ... RETURNING does not keep the claim's order.
-    events.sort_by_key(|e| e.seq);
-    Ok(events)
+        .collect()
 }
 
 pub async fn mark_published(c: &impl GenericClient, ids: &[Uuid], now: DateTime<Utc>) -> Result<u64, DbError> {
@@ -128,12 +116,6 @@ pub async fn mark_published(c: &impl GenericClient, ids: &[Uuid], now: DateTime<
 /// See [`STALL`].
 pub async fn stall(c: &impl GenericClient, topic: Topic, subject_id: Uuid, seq: i64) -> Result<(), DbError> {
     c.exec(STALL, &[&topic.as_str(), &subject_id, &seq]).await?;
-    Ok(())
-}
-
-/// See [`RELEASE`].
-pub async fn release(c: &impl GenericClient, ids: &[Uuid], now: DateTime<Utc>) -> Result<(), DbError> {
-    c.exec(RELEASE, &[&ids, &now]).await?;
     Ok(())
 }
 

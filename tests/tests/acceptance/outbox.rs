@@ -56,6 +56,22 @@ async fn every_state_change_records_its_event_in_the_same_transaction() {
     assert_eq!(n, 0);
 }
 
+/// `n` holds of one slot of a hall big enough for them all, 32 at a time, each by a
+/// principal of its own; the number answered 201.
+async fn holds_at_once(app: &TestApp, n: usize) -> usize {
+    let hall = app.resource(n as i32).await;
+    let (s, e) = hours(10, 11);
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let (s, e) = (&s, &e);
+            async move { app.reserve(&format!("u{i}"), hall, (s, e), 1).await.0 }
+        })
+        .buffer_unordered(32)
+        .filter(|s| futures::future::ready(*s == StatusCode::CREATED))
+        .count()
+        .await
+}
+
 /// Fails now and then: sometimes nothing gets through, sometimes a message gets
 /// through but its acknowledgement is lost (so it will be sent again).
 struct Flaky {
@@ -82,18 +98,7 @@ impl Publisher for Flaky {
 async fn a_thousand_events_through_a_flaky_publisher_are_all_delivered_with_stable_ids() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
-    let hall = app.resource(1000).await;
-    let (s, e) = hours(10, 11);
-    let made = futures::stream::iter(0..1000)
-        .map(|i| {
-            let (app, s, e) = (&app, &s, &e);
-            async move { app.reserve(&format!("u{i}"), hall, (s, e), 1).await.0 }
-        })
-        .buffer_unordered(32)
-        .filter(|s| futures::future::ready(*s == StatusCode::CREATED))
-        .count()
-        .await;
-    assert_eq!(made, 1000);
+    assert_eq!(holds_at_once(&app, 1000).await, 1000);
 
     let flaky = Flaky { calls: AtomicU64::new(0), delivered: Mutex::new(Vec::new()) };
     let mut runs = 0;
@@ -123,6 +128,33 @@ async fn a_thousand_events_through_a_flaky_publisher_are_all_delivered_with_stab
     let duplicated = by_id.values().filter(|copies| copies.len() > 1).count();
     assert!(duplicated > 0, "lost acknowledgements made duplicates");
     assert!(by_id.values().all(|copies| copies.iter().all(|c| c == &copies[0])), "a duplicate is the same event");
+}
+
+/// Takes every event, slowly enough that two relays' batches are out at once.
+struct Slow(Mutex<Vec<Uuid>>);
+
+impl Publisher for Slow {
+    async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), String>> {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        self.0.lock().unwrap().extend(batch.iter().map(|e| e.id));
+        batch.iter().map(|_| Ok(())).collect()
+    }
+}
+
+/// A relay's batch stays locked while it is out: a second relay running at once takes
+/// other events, and every event is published once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_relays_at_once_publish_each_event_once() {
+    let app = TestApp::spawn().await;
+    assert_eq!(holds_at_once(&app, 600).await, 600);
+
+    let publisher = Slow(Mutex::new(Vec::new()));
+    let (a, b) = tokio::join!(app.relay_to(&publisher, Topic::Events), app.relay_to(&publisher, Topic::Events));
+    assert!(a.published > 0 && b.published > 0, "both relays worked: {a:?} {b:?}");
+    assert_eq!(a.published + b.published, 600);
+    let sent = publisher.0.lock().unwrap().clone();
+    assert_eq!((sent.len(), sent.iter().collect::<HashSet<_>>().len()), (600, 600), "each event once");
+    assert_eq!(shared::db::outbox::pending(&app.db().await).await.unwrap(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
