@@ -14,19 +14,29 @@ statements![EXPIRE_LAPSED_OVERLAPPING, EXPIRE_LAPSED_OVERLAPPING_ANY, EXPIRE_LAP
 
 /// Writes down the lapse of the held rows of resource `$1` lapsed at `$4` that also
 /// meet `$cond`, with their `$5` (`reservation.expired`) events (none for the items of a
-/// booking of several but its lead), and returns them.
+/// booking of several but its lead), and returns them. The last arm takes the
+/// placeholders of now and of the kind, and CTEs to run first (`with:`).
 macro_rules! expire_lapsed_where {
     ($cond:literal) => {
         expire_lapsed_where!(resource: "resource_id = $1", $cond)
     };
     (resource: $resource:literal, $cond:literal) => {
+        expire_lapsed_where!(with: "", resource: $resource, now: "$4", kind: "$5", $cond)
+    };
+    (with: $with:literal, resource: $resource:literal, now: $now:literal, kind: $kind:literal, $cond:literal) => {
         concat!(
             r#"
-    WITH exp AS (
-        UPDATE reservations SET status = 'EXPIRED', updated_at = $4, acted_by = NULL
+    WITH "#,
+            $with,
+            r#"exp AS (
+        UPDATE reservations SET status = 'EXPIRED', updated_at = "#,
+            $now,
+            r#", acted_by = NULL
         WHERE "#,
             $resource,
-            r#" AND status = 'HELD' AND expires_at <= $4 AND "#,
+            r#" AND status = 'HELD' AND expires_at <= "#,
+            $now,
+            r#" AND "#,
             $cond,
             r#"
         RETURNING "#,
@@ -34,9 +44,15 @@ macro_rules! expire_lapsed_where {
             r#", series_id
     ), ev AS (
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT $5::text, exp.id, "#,
+        SELECT "#,
+            $kind,
+            r#"::text, exp.id, "#,
             event_payload!("exp"),
-            r#", $4, $4 FROM exp WHERE NOT reservation_is_item(exp.id)
+            ", ",
+            $now,
+            ", ",
+            $now,
+            r#" FROM exp WHERE NOT reservation_is_item(exp.id)
     )
     SELECT "#,
             columns!(),
@@ -78,9 +94,8 @@ pub const CLAIM_LAPSED_RESOURCE: &str = "SELECT res.id FROM resources res \
 /// Up to `$3` of the holds of resource `$1` lapsed by `$2`, expired with their `$4`
 /// (`reservation.expired`) events (none for the items of a booking of several but its
 /// lead); run under the resource lock [`CLAIM_LAPSED_RESOURCE`] took.
-pub const EXPIRE_LAPSED_BATCH: &str = concat!(
-    r#"
-    WITH batch AS (
+pub const EXPIRE_LAPSED_BATCH: &str = expire_lapsed_where!(
+    with: "batch AS (
         -- A CTE, run once: as an `IN` sub-select it could be run again for each row,
         -- each run passing over the rows already updated and bringing the next ones.
         -- Locked as they are read and each re-checked at its latest version: a row
@@ -89,21 +104,11 @@ pub const EXPIRE_LAPSED_BATCH: &str = concat!(
         WHERE r.resource_id = $1 AND r.status = 'HELD' AND r.expires_at <= $2
         ORDER BY r.expires_at LIMIT $3
         FOR UPDATE OF r
-    ), exp AS (
-        UPDATE reservations SET status = 'EXPIRED', updated_at = $2, acted_by = NULL
-        FROM batch WHERE id = batch_id
-        RETURNING "#,
-    columns!(),
-    r#", series_id
-    ), ev AS (
-        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT $4::text, exp.id, "#,
-    event_payload!("exp"),
-    r#", $2, $2 FROM exp WHERE NOT reservation_is_item(exp.id)
-    )
-    SELECT "#,
-    columns!(),
-    r#" FROM exp"#
+    ), ",
+    resource: "resource_id = $1",
+    now: "$2",
+    kind: "$4",
+    "id IN (SELECT batch_id FROM batch)"
 );
 
 /// Whether any hold has lapsed by `$1` and is not written down yet.
