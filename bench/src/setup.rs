@@ -195,14 +195,13 @@ impl Server {
     pub async fn start_with(database_url: &str, options: ServerOptions) -> Result<Self, BoxError> {
         let url = database_url.to_string();
         let settings = options.settings;
+        let setting = move |k: &str| settings.iter().find(|(name, _)| *name == k).map(|(_, v)| v.clone());
         let mut config = Config::from_lookup(Defaults::DevServer, move |k| match k {
             "DATABASE_URL" => Some(url.clone()),
             // The limit of active holds per principal as the bench's environment sets it
             // (the service's default otherwise), so that one build measures it on and off.
-            "MAX_ACTIVE_HOLDS_PER_PRINCIPAL" => {
-                settings.iter().find(|(name, _)| *name == k).map(|(_, v)| v.clone()).or_else(|| std::env::var(k).ok())
-            }
-            _ => settings.iter().find(|(name, _)| *name == k).map(|(_, v)| v.clone()),
+            "MAX_ACTIVE_HOLDS_PER_PRINCIPAL" => setting(k).or_else(|| std::env::var(k).ok()),
+            _ => setting(k),
         })?;
         config.db_pool_size = options.pool_size;
         let mut state = AppState::new(shared::db::pool(&config)?, config);
