@@ -1110,8 +1110,22 @@ CREATE TABLE public.outbox (
     attempts integer DEFAULT 0 NOT NULL,
     next_attempt_at timestamp with time zone NOT NULL,
     last_error text,
-    topic public.outbox_topic DEFAULT 'events'::text NOT NULL
-);
+    topic public.outbox_topic DEFAULT 'events'::text NOT NULL,
+    claimed_until timestamp with time zone
+)
+WITH (fillfactor='85', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='10000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='10000');
+
+--
+-- Name: COLUMN outbox.next_attempt_at; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON COLUMN public.outbox.next_attempt_at IS 'When the event is due: when it was written, or after a failed attempt, when its backoff ends.';
+
+--
+-- Name: COLUMN outbox.claimed_until; Type: COMMENT; Schema: public; Owner: -
+--
+
+COMMENT ON COLUMN public.outbox.claimed_until IS 'The lease of the relay that claimed the event: no other relay takes it, or its subject''s later events, before then.';
 
 --
 -- Name: outbox_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
@@ -1663,16 +1677,16 @@ CREATE INDEX intents_reserving_lease_idx ON public.intents USING btree (locked_u
 CREATE INDEX intents_waiting_for_seat_idx ON public.intents USING btree (waitlist_entry_id) WHERE (state = 'WAITING_FOR_SEAT'::text);
 
 --
--- Name: outbox_pending_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX outbox_pending_idx ON public.outbox USING btree (topic, next_attempt_at, seq) WHERE (published_at IS NULL);
-
---
 -- Name: outbox_published_idx; Type: INDEX; Schema: public; Owner: -
 --
 
 CREATE INDEX outbox_published_idx ON public.outbox USING btree (published_at) WHERE (published_at IS NOT NULL);
+
+--
+-- Name: outbox_unpublished_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outbox_unpublished_idx ON public.outbox USING btree (topic, seq) WHERE (published_at IS NULL);
 
 --
 -- Name: pools_created_idx; Type: INDEX; Schema: public; Owner: -

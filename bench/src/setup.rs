@@ -175,10 +175,21 @@ pub struct ServerOptions {
     /// Runs the sweeper's sweep this often, as the dev server's `run_scheduled` does;
     /// `None`: never.
     pub sweep_every: Option<Duration>,
-    /// Where the server's own relay sends events right after the requests that wrote
-    /// them, as the dev server's does; `None`: they stay in the outbox (or, with a
-    /// sweep, go to the log, which nobody reads here).
-    pub events: Option<shared::outbox::Queue>,
+    /// Who publishes the events the requests write.
+    pub events: Events,
+}
+
+/// Who publishes the events the bench server's requests write.
+pub enum Events {
+    /// No one: they stay in the outbox (or, with a sweep, go to the log, which nobody
+    /// reads here).
+    Kept,
+    /// The server's own relay, woken after every request that writes, as the dev
+    /// server's is.
+    Background(shared::outbox::Queue),
+    /// The request itself, after its commit and before its answer, as the functions
+    /// do in AWS.
+    ByRequest(shared::outbox::Queue),
 }
 
 impl Server {
@@ -187,7 +198,7 @@ impl Server {
     pub async fn start(database_url: &str, pool_size: usize) -> Result<Self, BoxError> {
         Self::start_with(
             database_url,
-            ServerOptions { pool_size, settings: Vec::new(), sweep_every: None, events: None },
+            ServerOptions { pool_size, settings: Vec::new(), sweep_every: None, events: Events::Kept },
         )
         .await
     }
@@ -205,9 +216,17 @@ impl Server {
         })?;
         config.db_pool_size = options.pool_size;
         let mut state = AppState::new(shared::db::pool(&config)?, config);
-        let wake = Arc::new(tokio::sync::Notify::new());
-        if options.events.is_some() {
-            state = state.with_events_relay(shared::outbox::EventsRelay::Background(wake.clone()));
+        let mut relay = None;
+        match options.events {
+            Events::Kept => {}
+            Events::Background(queue) => {
+                let wake = Arc::new(tokio::sync::Notify::new());
+                state = state.with_events_relay(shared::outbox::EventsRelay::Background(wake.clone()));
+                relay = Some((queue, wake));
+            }
+            Events::ByRequest(queue) => {
+                state = state.with_events_relay(shared::outbox::EventsRelay::AfterRequest(queue))
+            }
         }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
@@ -215,7 +234,7 @@ impl Server {
         if let Some(every) = options.sweep_every {
             tasks.push(tokio::spawn(dev_server::run_scheduled(state.clone(), shared::outbox::LogPublisher, every)));
         }
-        if let Some(queue) = options.events {
+        if let Some((queue, wake)) = relay {
             tasks.push(tokio::spawn(shared::outbox::run_events_relay(state.clone(), queue, wake)));
         }
         Ok(Self { base, state, tasks })

@@ -45,12 +45,8 @@ pub async fn dispatch(state: &AppState, req: Request) -> Response<Body> {
     }
     let origin = cors::allowed_origin(&state.config, &req).cloned();
     let head = req.method() == http::Method::HEAD;
-    let reads = matches!(*req.method(), http::Method::GET | http::Method::HEAD);
+    // The functions' handlers wake the events relay after a request that writes.
     let mut response = route_to_function(state, req).await;
-    if !reads {
-        // Committed by now: its events, if it wrote any, go out in moments.
-        shared::outbox::events_written(state);
-    }
     if head {
         response = shared::http::without_body(response);
     }
@@ -221,7 +217,7 @@ pub async fn run_intent_worker(
             message.message_id = Some(envelope.id.to_string());
             message.body = serde_json::to_string(&envelope).ok();
             let done = intent_worker::process_message(&state, &message).await;
-            shared::outbox::events_written(&state);
+            shared::outbox::events_written(&state).await;
             if !done {
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 let _ = requeue.send(envelope);
@@ -249,9 +245,9 @@ pub async fn run_intent_worker_on_sqs(state: AppState, sqs: aws_sdk_sqs::Client,
             let mut message = aws_lambda_events::sqs::SqsMessage::default();
             message.message_id = m.message_id.clone();
             message.body = m.body.clone();
-            if intent_worker::process_message(&state, &message).await
-                && let Some(handle) = m.receipt_handle()
-            {
+            let done = intent_worker::process_message(&state, &message).await;
+            shared::outbox::events_written(&state).await;
+            if done && let Some(handle) = m.receipt_handle() {
                 let _ = sqs.delete_message().queue_url(&queue_url).receipt_handle(handle).send().await;
             }
         }

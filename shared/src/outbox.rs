@@ -11,7 +11,6 @@ use crate::domain::EventKind;
 use chrono::Duration as ChronoDuration;
 use deadpool_postgres::Pool;
 use serde::Serialize;
-use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -141,25 +140,54 @@ pub async fn publish_intents(state: &crate::AppState) {
     }
 }
 
-/// Who publishes the events a request wrote. One relay at a time per process sends a
-/// topic's events, so that a subject's events leave in the order they were written:
-/// two relays could each claim one of them and race.
+/// Who publishes the events a request wrote. Relays may run side by side: a claim
+/// takes one event per subject and passes over subjects another relay holds, so a
+/// subject's events still leave in the order they were written.
 pub enum EventsRelay {
-    /// The scheduled sweep, once a minute in AWS.
+    /// The scheduled sweep alone, once a minute in AWS.
     Sweep,
     /// A relay of the process's own (the dev server's, [`run_events_relay`]), woken
     /// after every request that may have written events and by every sweep, which
     /// then leaves the events to it.
     Background(Arc<tokio::sync::Notify>),
+    /// The function that committed: it publishes a batch of due events, its own among
+    /// them, before it answers (in Lambda, work after the answer is not sure to run).
+    /// The sweep stays the backstop.
+    AfterRequest(Queue),
 }
 
-/// After a request that may have written events (any request that changes state):
-/// wake the process's relay. Costs nothing where the sweep publishes them.
-pub fn events_written(state: &crate::AppState) {
-    if let EventsRelay::Background(wake) = state.events.as_ref() {
-        wake.notify_one();
+impl EventsRelay {
+    /// [`EventsRelay::AfterRequest`] on the SQS queue the variable names; the sweep's
+    /// alone when it names none.
+    #[cfg(feature = "sqs")]
+    pub fn after_request_from_env(variable: &str) -> EventsRelay {
+        match Queue::from_env(variable) {
+            Queue::None => EventsRelay::Sweep,
+            queue => EventsRelay::AfterRequest(queue),
+        }
     }
 }
+
+/// After a request that may have written events (any request that changes state),
+/// once it has committed: publish them, or wake the relay that will.
+pub async fn events_written(state: &crate::AppState) {
+    match state.events.as_ref() {
+        EventsRelay::Sweep => {}
+        EventsRelay::Background(wake) => wake.notify_one(),
+        EventsRelay::AfterRequest(queue) => {
+            let run = relay(&state.pool, state.clock.as_ref(), queue, Topic::Events, Duration::ZERO).await;
+            // The rows stay due: the next request's relay, or the sweep's, sends them.
+            if let Err(e) = run {
+                tracing::warn!(error = %e, "could not publish events; the next relay will");
+            }
+        }
+    }
+}
+
+/// How long the background relay lets events gather after a wake-up: a batch then
+/// carries the events of several requests, so the relay's claims and marks cost the
+/// requests less, for a few milliseconds' more delay.
+const GATHER: Duration = Duration::from_millis(10);
 
 /// The relay of [`EventsRelay::Background`]: each wake-up publishes everything due,
 /// in batches, and a wake-up during a run makes one more run, so an event committed
@@ -167,6 +195,7 @@ pub fn events_written(state: &crate::AppState) {
 pub async fn run_events_relay<P: Publisher>(state: crate::AppState, publisher: P, wake: Arc<tokio::sync::Notify>) {
     loop {
         wake.notified().await;
+        tokio::time::sleep(GATHER).await;
         let run = relay(&state.pool, state.clock.as_ref(), &publisher, Topic::Events, Duration::from_secs(10)).await;
         match run {
             Ok(report) if report.unfinished => wake.notify_one(),
@@ -190,12 +219,22 @@ pub fn backoff(attempts: i32) -> ChronoDuration {
     ChronoDuration::seconds((1i64 << exp).min(300))
 }
 
-/// Events a batch locks and publishes, in one transaction with their mark: the
-/// relay's rate is about a batch per commit (`relay-bench`). A publisher sends a batch
-/// in pieces its queue takes (SQS: ten).
+/// Events a claim takes: a relay's rate is about a claim and a mark per batch
+/// (`relay-bench`). A publisher sends a batch in pieces its queue takes (SQS: ten).
 const BATCH: i64 = 100;
 
-/// Publishes the topic's due rows until none are left or the budget is spent.
+/// The oldest due events a claim looks over for subjects' first events: room for the
+/// batches of ten relays at once, each claim passing over the others' subjects.
+const WINDOW: i64 = 1_000;
+
+/// How long a claim keeps other relays off its events (and their subjects' later
+/// ones): past any publish, so that a relay that died is the only reason it runs out.
+const LEASE: ChronoDuration = ChronoDuration::seconds(30);
+
+/// Publishes the topic's due events in batches, until none are left or the budget is
+/// spent; the first batch is always tried, so a budget of zero is one batch. Holds no
+/// database connection while the publisher works: the claim and the marks are
+/// statements of their own ([`outbox::CLAIM_DUE`]), each on a connection from the pool.
 pub async fn relay<P: Publisher>(
     pool: &Pool,
     clock: &dyn Clock,
@@ -204,67 +243,36 @@ pub async fn relay<P: Publisher>(
     budget: Duration,
 ) -> Result<RelayReport, DbError> {
     let started = Instant::now();
-    let mut client = pool.get().await?;
     let mut report = RelayReport::default();
     loop {
+        let now = clock.now();
+        let events = outbox::claim_due(&pool.get().await?, topic, now, now + LEASE, BATCH, WINDOW).await?;
+        if events.is_empty() {
+            break;
+        }
+        // One event per subject: the whole batch may go out side by side.
+        let envelopes: Vec<Envelope> = events.iter().map(Envelope::from).collect();
+        let outcomes = publisher.publish(&envelopes).await;
+        let client = pool.get().await?;
+        let mut delivered = Vec::with_capacity(events.len());
+        for (i, event) in events.iter().enumerate() {
+            match outcomes.get(i).cloned().unwrap_or_else(|| Err("no outcome reported".into())) {
+                Ok(()) => delivered.push(event.id),
+                Err(reason) => {
+                    report.failed += 1;
+                    let attempts = event.attempts + 1;
+                    tracing::warn!(event_id = %event.id, attempts, %reason, "publish failed; will retry");
+                    outbox::mark_failed(&client, event.id, clock.now() + backoff(attempts), &reason).await?;
+                }
+            }
+        }
+        if delivered.is_empty() {
+            // The queue is refusing everything: leave the rest for the next run.
+            break;
+        }
+        report.published += outbox::mark_published(&client, &delivered, clock.now()).await?;
         if started.elapsed() >= budget {
             report.unfinished = true;
-            break;
-        }
-        // One transaction a batch: its lock keeps other relays off these events while
-        // they are out, and the mark commits with it.
-        let tx = client.transaction().await?;
-        let events = outbox::lock_due(&tx, topic, clock.now(), BATCH).await?;
-        if events.is_empty() {
-            tx.commit().await?;
-            break;
-        }
-        let mut delivered = Vec::with_capacity(events.len());
-        let mut stalled = HashSet::new();
-        let mut rest: Vec<&outbox::Event> = events.iter().collect();
-        // In waves of one event per subject, so that the queue, which may refuse any
-        // entry of a batch alone, never takes a subject's event after refusing an
-        // earlier one: a refusal stalls the subject (see `outbox::STALL`).
-        while !rest.is_empty() {
-            let mut wave = Vec::with_capacity(rest.len());
-            let mut later = Vec::new();
-            let mut in_wave = HashSet::new();
-            for event in rest {
-                if stalled.contains(&event.subject_id) {
-                    // Held back behind its subject's refused event: not marked, so
-                    // due again, with no attempt counted.
-                } else if in_wave.insert(event.subject_id) {
-                    wave.push(event);
-                } else {
-                    later.push(event);
-                }
-            }
-            if wave.is_empty() {
-                // Everything left belongs to subjects stalled in this batch.
-                break;
-            }
-            let envelopes: Vec<Envelope> = wave.iter().map(|e| Envelope::from(*e)).collect();
-            let outcomes = publisher.publish(&envelopes).await;
-            for (i, event) in wave.iter().enumerate() {
-                match outcomes.get(i).cloned().unwrap_or_else(|| Err("no outcome reported".into())) {
-                    Ok(()) => delivered.push(event.id),
-                    Err(reason) => {
-                        report.failed += 1;
-                        let attempts = event.attempts + 1;
-                        tracing::warn!(event_id = %event.id, attempts, %reason, "publish failed; will retry");
-                        outbox::mark_failed(&tx, event.id, clock.now() + backoff(attempts), &reason).await?;
-                        outbox::stall(&tx, topic, event.subject_id, event.seq).await?;
-                        stalled.insert(event.subject_id);
-                    }
-                }
-            }
-            rest = later;
-        }
-        let nothing_delivered = delivered.is_empty();
-        report.published += outbox::mark_published(&tx, &delivered, clock.now()).await?;
-        tx.commit().await?;
-        if nothing_delivered {
-            // The queue is refusing everything: leave the rest for the next run.
             break;
         }
     }
@@ -304,7 +312,13 @@ mod sqs {
     /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN` (which the
     /// Lambda service sets for the life of the execution environment), and
     /// `AWS_ENDPOINT_URL_SQS` (or `AWS_ENDPOINT_URL`) for a local endpoint such as moto.
+    /// Built once per process: the intents' and the events' publishers share it.
     pub fn client_from_env() -> aws_sdk_sqs::Client {
+        static CLIENT: std::sync::OnceLock<aws_sdk_sqs::Client> = std::sync::OnceLock::new();
+        CLIENT.get_or_init(build_client_from_env).clone()
+    }
+
+    fn build_client_from_env() -> aws_sdk_sqs::Client {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let credentials = Credentials::new(
             var("AWS_ACCESS_KEY_ID").unwrap_or_default(),

@@ -30,7 +30,7 @@
 //! default 16), `BENCH_DATABASE_URL` (as for `bench`), and for trying the bench out,
 //! `SOAK_MINUTE_SECONDS` (the length of a "minute", default 60).
 
-use bench::setup::{self, BoxError, Server, ServerOptions, env_number};
+use bench::setup::{self, BoxError, Events, Server, ServerOptions, env_number};
 use bench::soak::footprint::{self, RelationSize};
 use bench::soak::load::{Client, Plan, Resource};
 use bench::soak::record::{self, Minute, Op, Period, Recorder};
@@ -148,7 +148,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
         pool_size: p.pool_size,
         settings: vec![("OUTBOX_RETENTION_HOURS", OUTBOX_RETENTION_HOURS.into())],
         sweep_every: Some(p.sweep_every),
-        events: Some(shared::outbox::Queue::Channel(events)),
+        events: Events::Background(shared::outbox::Queue::Channel(events)),
     };
     let server = Server::start_with(&database_url, options).await?;
     let http = setup::http_client(p.clients);

@@ -1,17 +1,20 @@
 //! `webhook-bench`: how soon a hold's webhook arrives, and what relaying right after
 //! each request costs the holds.
 //!
-//! Against a throwaway database and the in-process dev server, as `scripts/dev` runs
-//! it (its relay woken after every request that writes, the in-process notifier):
+//! Against a throwaway database and the in-process dev server, with the events
+//! published two ways: by the server's relay, woken after every request that writes,
+//! as `scripts/dev` runs it; and by each request after its commit, before its answer,
+//! as the functions do in AWS. Both to the in-process notifier.
 //!
 //! 1. **Cost.** Uncontended holds through HTTP (capacity-1 resources, 32 at once), with
-//!    the events left in the outbox and then with the server's relay sending them to a
-//!    consumer that takes them at once, twice each, alternating; the holds/s of each
-//!    and their ratio.
-//! 2. **Latency.** A webhook endpoint (a receiver on 127.0.0.1 that answers 204) for
-//!    `reservation.held`, and holds sent at a steady 200 a second: for each, the time
-//!    from the 201 to the receiver having the delivery, p50, p95, p99 and the maximum.
-//!    Every hold's delivery must arrive (the run fails otherwise).
+//!    the events left in the outbox, published by the server's relay, and published by
+//!    each request, to a consumer that takes them at once, twice each, alternating;
+//!    the holds/s of each and the ratios to the first.
+//! 2. **Latency.** For each way of publishing, a webhook endpoint (a receiver on
+//!    127.0.0.1 that answers 204) for `reservation.held`, and holds sent at a steady 200
+//!    a second: for each, the time from the 201 to the receiver having the delivery,
+//!    p50, p95, p99 and the maximum. Every hold's delivery must arrive (the run fails
+//!    otherwise).
 //!
 //! ```text
 //! cargo run -p bench --release --bin webhook-bench [-- --quick]
@@ -20,7 +23,7 @@
 //! Environment: `BENCH_DATABASE_URL` (admin connection; default
 //! `postgres://postgres@127.0.0.1:5432/postgres`).
 
-use bench::setup::{self, BoxError, Server, ServerOptions};
+use bench::setup::{self, BoxError, Events, Server, ServerOptions};
 use bench::stats::{Outcome, Summary, ms};
 use bench::throughput::{self, HoldMix, Phases, Rules, Shape};
 use chrono::{Duration as Span, DurationRound, Utc};
@@ -64,14 +67,20 @@ async fn run(database_url: String, quick: bool) -> Result<bool, BoxError> {
         phases.measure.as_secs_f64()
     );
     let mix = HoldMix { resources: 200, capacity: 1, keyed: false, rules: Rules::Plain, shape: Shape::Single };
-    let (mut kept, mut relayed) = (Vec::new(), Vec::new());
+    let mut rates: [Vec<f64>; 3] = Default::default();
+    const LABELS: [&str; 3] = ["kept in the outbox", "by the server's relay", "by each request"];
     for _ in 0..2 {
-        for relaying in [false, true] {
-            let events = relaying.then(|| {
+        for (path, rates) in rates.iter_mut().enumerate() {
+            let taker = || {
                 let (tx, mut consumer) = tokio::sync::mpsc::unbounded_channel();
                 tokio::spawn(async move { while consumer.recv().await.is_some() {} });
                 Queue::Channel(tx)
-            });
+            };
+            let events = match path {
+                0 => Events::Kept,
+                1 => Events::Background(taker()),
+                _ => Events::ByRequest(taker()),
+            };
             // Each phase starts from an empty outbox: a relaying phase sends only its
             // own events, not those the phase before kept.
             db.batch_execute("DELETE FROM outbox").await?;
@@ -80,27 +89,42 @@ async fn run(database_url: String, quick: bool) -> Result<bool, BoxError> {
             let server = Server::start_with(&database_url, options).await?;
             let report = throughput::http_holds(&server, mix, CONCURRENCY, phases, None).await?;
             correct &= report.measured.count(Outcome::Status(201)) > 0 && report.first_error.is_none();
-            let label = if relaying { "relayed after each request" } else { "kept in the outbox" };
-            println!("  events {label:<28} {:>8.1} holds/s", report.per_second());
-            if relaying { relayed.push(report.per_second()) } else { kept.push(report.per_second()) }
+            println!("  events published {:<24} {:>8.1} holds/s", LABELS[path], report.per_second());
+            rates.push(report.per_second());
         }
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    println!(
-        "  relayed / kept: {:.1} / {:.1} holds/s = {:.1} % (goal: at least 90 %)",
-        mean(&relayed),
-        mean(&kept),
-        100.0 * mean(&relayed) / mean(&kept)
-    );
+    for path in [1, 2] {
+        println!(
+            "  published {} / kept: {:.1} / {:.1} holds/s = {:.1} % (goal: at least 90 %)",
+            LABELS[path],
+            mean(&rates[path]),
+            mean(&rates[0]),
+            100.0 * mean(&rates[path]) / mean(&rates[0])
+        );
+    }
 
+    for path in [1, 2] {
+        correct &= latency(&database_url, phases, LABELS[path], path == 1).await?;
+    }
+    Ok(correct)
+}
+
+/// Holds at [`RATE_PER_SECOND`], each one's webhook timed from its 201, with the events
+/// published by the server's relay (`background`) or by each request.
+async fn latency(database_url: &str, phases: Phases, label: &str, background: bool) -> Result<bool, BoxError> {
+    let mut correct = true;
     println!();
     let seconds = phases.measure.as_secs() * 2;
-    println!("(2) holds at {RATE_PER_SECOND}/s for {seconds} s, each hold's webhook timed from its 201");
+    println!(
+        "(2) holds at {RATE_PER_SECOND}/s for {seconds} s, events published {label}, each hold's webhook timed from its 201"
+    );
     let receiver = Receiver::start().await?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let options =
-        ServerOptions { pool_size: 16, settings: Vec::new(), sweep_every: None, events: Some(Queue::Channel(tx)) };
-    let server = Server::start_with(&database_url, options).await?;
+    let events =
+        if background { Events::Background(Queue::Channel(tx)) } else { Events::ByRequest(Queue::Channel(tx)) };
+    let options = ServerOptions { pool_size: 16, settings: Vec::new(), sweep_every: None, events };
+    let server = Server::start_with(database_url, options).await?;
     let sender = shared::notify::Sender::new(shared::notify::Sender::DEFAULT_TIMEOUT);
     let notifier = Arc::new(notifier::Notifier { state: server.state.clone(), sender, queue: None });
     let notifying = tokio::spawn(dev_server::run_notifier(notifier, rx));

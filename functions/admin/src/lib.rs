@@ -33,12 +33,12 @@ use shared::booking::{self, NewPool, NewResource, PoolChange, ResourceChange, Re
 use shared::domain::{Authority, PoolStrategy, Principal};
 use shared::http::fields::{self, Fields};
 use shared::http::{
-    ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, resources_query, respond, route_for,
-    run_idempotent, waitlist_query,
+    ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, resources_query, respond_publishing,
+    route_for, run_idempotent, waitlist_query,
 };
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
-    Ok(respond(&req, serve(state, &req)).await)
+    Ok(respond_publishing(state, &req, serve(state, &req)).await)
 }
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {

@@ -13,11 +13,12 @@ use lambda_http::{Body, Error, Request, Response};
 use shared::AppState;
 use shared::booking::{self, Approval, Confirmed, Scope};
 use shared::http::{
-    ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, respond, route_for, run_idempotent,
+    ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, respond_publishing, route_for,
+    run_idempotent,
 };
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
-    Ok(respond(&req, serve(state, &req)).await)
+    Ok(respond_publishing(state, &req, serve(state, &req)).await)
 }
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {

@@ -56,6 +56,8 @@ pub async fn handler(state: &AppState, event: LambdaEvent<SqsEvent>) -> Result<S
         .buffered(state.config.db_pool_size.max(1))
         .collect()
         .await;
+    // The confirmations and releases committed: their events go out before the answer.
+    shared::outbox::events_written(state).await;
     let mut response = SqsBatchResponse::default();
     for (message, ok) in records.iter().zip(outcomes) {
         if !ok {

@@ -153,6 +153,8 @@ pub async fn handler(notifier: &Notifier, event: LambdaEvent<SqsEvent>) -> Resul
     failed.sort_unstable_by_key(|(i, _)| *i);
     futures::future::join_all(failed.iter().filter_map(|&(i, wait)| Some(back_off(notifier, &records[i], wait?))))
         .await;
+    // A disabled endpoint's `webhook.endpoint_disabled` goes out before the answer.
+    shared::outbox::events_written(&notifier.state).await;
     let mut response = SqsBatchResponse::default();
     for (i, _) in failed {
         let mut failure = BatchItemFailure::default();

@@ -24,7 +24,7 @@ use shared::domain::recurrence::Recurrence;
 use shared::http::fields::{self, Fields};
 use shared::http::{
     ApiError, EmptyBody, Function, KeyedStatement, Op, Reply, booking_owner, carries_key, fingerprint, json_body,
-    principal, respond, route_for, run_idempotent,
+    principal, respond_publishing, route_for, run_idempotent,
 };
 use uuid::Uuid;
 
@@ -56,7 +56,7 @@ fn taken(req: &Request) -> Reply {
 }
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
-    Ok(respond(&req, serve(state, &req)).await)
+    Ok(respond_publishing(state, &req, serve(state, &req)).await)
 }
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {

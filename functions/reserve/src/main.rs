@@ -1,11 +1,13 @@
 use lambda_http::{run, service_fn, tracing};
+use shared::AppState;
 use shared::config::{Defaults, exit_on_error};
-use shared::{AppState, outbox::Queue};
+use shared::outbox::{EventsRelay, Queue};
 
 #[tokio::main]
 async fn main() {
     tracing::init_default_subscriber();
     let state = exit_on_error("reserve", AppState::from_env(Defaults::Lambda));
     let state = state.with_intents(Queue::from_env("INTENTS_QUEUE_URL"));
+    let state = state.with_events_relay(EventsRelay::after_request_from_env("EVENTS_QUEUE_URL"));
     exit_on_error("reserve", run(service_fn(|req| reserve::handler(&state, req))).await)
 }

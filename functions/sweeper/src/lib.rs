@@ -75,11 +75,13 @@ pub async fn sweep<P: Publisher>(state: &AppState, publisher: &P, bounds: Bounds
         report.intents_requeued = note(&mut report, "requeue", requeued);
     }
     report.events = match state.events.as_ref() {
-        EventsRelay::Sweep => {
+        // The backstop of the functions' relays: what they left (a failed publish, a
+        // function that stopped on the way) is due here.
+        EventsRelay::Sweep | EventsRelay::AfterRequest(_) => {
             note(&mut report, "events", relay(&state.pool, clock, publisher, Topic::Events, bounds.budget).await)
         }
-        // The process's own relay is the one that sends events: two could race on
-        // one subject's. Woken, it sends whatever is due, as this sweep would have.
+        // The process's own relay holds the events' publisher: woken, it sends whatever
+        // is due, as this sweep would have.
         EventsRelay::Background(wake) => {
             wake.notify_one();
             None

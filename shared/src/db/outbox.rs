@@ -9,9 +9,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 statements![
-    LOCK_DUE,
+    CLAIM_DUE,
     MARK_PUBLISHED,
-    STALL,
     MARK_FAILED,
     PURGE_PUBLISHED,
     PENDING,
@@ -19,35 +18,52 @@ statements![
     INSERT_INTENT_MESSAGE,
 ];
 
-/// Locks due events in order, skipping rows another relay holds and the events a
-/// stalled subject holds back ([`STALL`]). The lock lasts the relay's transaction,
-/// which publishes them and marks them published before it commits; a relay that
-/// dies on the way rolls back, and the events are due again at once, to be sent
-/// again with the same id (at least once). No lease is written: an event costs one
-/// row version, its mark.
-pub const LOCK_DUE: &str = "SELECT o.id, o.seq, o.kind, o.subject_id, o.payload, o.created_at, o.attempts \
-     FROM outbox o WHERE o.topic = $3 AND o.published_at IS NULL AND o.next_attempt_at <= $1 \
-       AND NOT EXISTS (SELECT 1 FROM outbox_stalled_subjects s \
-                       WHERE s.topic = o.topic AND s.subject_id = o.subject_id AND s.head_seq < o.seq) \
-     ORDER BY o.seq LIMIT $2 FOR NO KEY UPDATE OF o SKIP LOCKED";
+/// Claims up to `$2` due events for the relay (`$5`: the lease's end), at most one per
+/// subject: each subject's first due event in the window of the `$4` oldest, unless
+/// another relay's lease or claim holds it, in which case the subject waits. The
+/// candidates are locked by primary key (in order of id, which is time-ordered), so a
+/// claim reads about its window and its batch, whatever the backlog. So relays may run side by
+/// side and still send a subject's events one after another, in order of writing. The
+/// subjects a refused event stalls ([`MARK_FAILED`]) wait too.
+///
+/// The claim is a statement of its own: the relay publishes with no transaction open,
+/// then marks. A relay that dies on the way leaves its events to the next claim after
+/// the lease, which sends them again with the same ids (at least once). Writers commit
+/// a subject's events in order of `seq` (they hold the subject's row lock), so a
+/// window that sees an event sees its subject's earlier ones.
+pub const CLAIM_DUE: &str = "WITH due AS MATERIALIZED ( \
+       SELECT o.id, o.subject_id, o.seq, o.claimed_until FROM outbox o \
+       WHERE o.topic = $3 AND o.published_at IS NULL AND o.next_attempt_at <= $1 \
+         AND NOT EXISTS (SELECT 1 FROM outbox_stalled_subjects s \
+                         WHERE s.topic = o.topic AND s.subject_id = o.subject_id AND s.head_seq < o.seq) \
+       ORDER BY o.seq LIMIT $4), \
+     heads AS MATERIALIZED (SELECT DISTINCT ON (subject_id) id, seq, claimed_until FROM due ORDER BY subject_id, seq), \
+     claimable AS ( \
+       SELECT o.id FROM outbox o \
+       WHERE o.id = ANY (ARRAY(SELECT id FROM heads WHERE claimed_until IS NULL OR claimed_until <= $1)) \
+         AND o.published_at IS NULL AND (o.claimed_until IS NULL OR o.claimed_until <= $1) \
+       LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED) \
+     UPDATE outbox o SET claimed_until = $5 FROM claimable c WHERE o.id = c.id \
+     RETURNING o.id, o.seq, o.kind, o.subject_id, o.payload, o.created_at, o.attempts";
 
 /// Marks events published, and lets go of the subjects they stalled.
 pub const MARK_PUBLISHED: &str = "WITH published AS ( \
-       UPDATE outbox SET published_at = $2, last_error = NULL WHERE id = ANY($1) RETURNING topic, subject_id, seq), \
+       UPDATE outbox SET published_at = $2, last_error = NULL, claimed_until = NULL WHERE id = ANY($1) RETURNING topic, subject_id, seq), \
      released AS ( \
        DELETE FROM outbox_stalled_subjects s USING published p \
        WHERE s.topic = p.topic AND s.subject_id = p.subject_id AND s.head_seq = p.seq) \
      SELECT count(*) FROM published";
 
-/// Stalls the subject of a refused event (`$3` its seq): the claim takes none of the
-/// subject's later events until this one is published. An earlier stall stands.
-pub const STALL: &str = "INSERT INTO outbox_stalled_subjects (topic, subject_id, head_seq) VALUES ($1, $2, $3) \
+/// A failed attempt at event `$1`: due again at `$2`, after its backoff, and its
+/// subject stalled, in the same statement: no claim takes the subject's later events
+/// until this one is published. An earlier stall of the subject stands.
+pub const MARK_FAILED: &str = "WITH failed AS ( \
+       UPDATE outbox SET next_attempt_at = $2, last_error = $3, attempts = attempts + 1, claimed_until = NULL \
+       WHERE id = $1 RETURNING topic, subject_id, seq) \
+     INSERT INTO outbox_stalled_subjects (topic, subject_id, head_seq) \
+     SELECT topic::text, subject_id, seq FROM failed \
      ON CONFLICT ON CONSTRAINT outbox_stalled_subjects_pkey \
      DO UPDATE SET head_seq = least(outbox_stalled_subjects.head_seq, EXCLUDED.head_seq)";
-
-/// A failed attempt: the event is due again at `$2`, after its backoff.
-pub const MARK_FAILED: &str =
-    "UPDATE outbox SET next_attempt_at = $2, last_error = $3, attempts = attempts + 1 WHERE id = $1";
 
 pub const PURGE_PUBLISHED: &str = "DELETE FROM outbox WHERE id IN ( \
      SELECT id FROM outbox WHERE published_at < $1 ORDER BY published_at LIMIT $2)";
@@ -89,9 +105,17 @@ impl Topic {
     }
 }
 
-/// See [`LOCK_DUE`]. Run inside the relay's transaction.
-pub async fn lock_due(c: &impl GenericClient, topic: Topic, now: DateTime<Utc>, limit: i64) -> Result<Vec<Event>, DbError> {
-    c.rows(LOCK_DUE, &[&now, &limit, &topic.as_str()])
+/// See [`CLAIM_DUE`]: the claimed events in order of writing.
+pub async fn claim_due(
+    c: &impl GenericClient,
+    topic: Topic,
+    now: DateTime<Utc>,
+    lease_until: DateTime<Utc>,
+    limit: i64,
+    window: i64,
+) -> Result<Vec<Event>, DbError> {
+    let mut events = c
+        .rows(CLAIM_DUE, &[&now, &limit, &topic.as_str(), &window, &lease_until])
         .await?
         .iter()
         .map(|r| {
@@ -105,7 +129,9 @@ pub async fn lock_due(c: &impl GenericClient, topic: Topic, now: DateTime<Utc>, 
                 attempts: r.try_get("attempts")?,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, DbError>>()?;
+    events.sort_by_key(|e| e.seq);
+    Ok(events)
 }
 
 pub async fn mark_published(c: &impl GenericClient, ids: &[Uuid], now: DateTime<Utc>) -> Result<u64, DbError> {
@@ -113,12 +139,7 @@ pub async fn mark_published(c: &impl GenericClient, ids: &[Uuid], now: DateTime<
     Ok(n as u64)
 }
 
-/// See [`STALL`].
-pub async fn stall(c: &impl GenericClient, topic: Topic, subject_id: Uuid, seq: i64) -> Result<(), DbError> {
-    c.exec(STALL, &[&topic.as_str(), &subject_id, &seq]).await?;
-    Ok(())
-}
-
+/// See [`MARK_FAILED`].
 pub async fn mark_failed(
     c: &impl GenericClient,
     id: Uuid,

@@ -21,7 +21,7 @@ pub const INSERT_OCCURRENCES: &str = "INSERT INTO series_occurrences \
 /// Names series `$1` on the reservations `$2` and on every item of those that are
 /// bookings of several, and in the events their holds wrote at `$3` (before the series
 /// had an id), in the same transaction: no relay has seen them yet. Those events are
-/// pending at exactly `$3`, which the outbox's pending index finds.
+/// pending at exactly `$3`, among the unpublished events the outbox's partial index holds.
 pub const TAG: &str = "WITH tagged AS (UPDATE reservations SET series_id = $1 WHERE id = ANY($2) OR booking_id = ANY($2)) \
      UPDATE outbox SET payload = payload || jsonb_build_object('series_id', $1::uuid) \
      WHERE topic = 'events' AND published_at IS NULL AND next_attempt_at = $3 AND subject_id = ANY($2)";

@@ -144,6 +144,21 @@ pub async fn respond(req: &Request, work: impl Future<Output = Result<Response<B
     response
 }
 
+/// [`respond`], for the functions that change state: once a request that may have
+/// written events has committed, they are published before the answer, or handed to
+/// the relay that publishes them ([`crate::outbox::events_written`]).
+pub async fn respond_publishing(
+    state: &crate::AppState,
+    req: &Request,
+    work: impl Future<Output = Result<Response<Body>, ApiError>>,
+) -> Response<Body> {
+    let response = respond(req, work).await;
+    if !req.method().is_safe() {
+        crate::outbox::events_written(state).await;
+    }
+    response
+}
+
 /// The answer to a `HEAD`: the `GET`'s status and headers, its body's length in
 /// `Content-Length`, and no body.
 pub fn without_body(response: Response<Body>) -> Response<Body> {

@@ -6,7 +6,7 @@ use chrono::{Duration, Utc};
 use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use shared::clock::ManualClock;
+use shared::clock::{Clock, ManualClock};
 use shared::outbox::{Envelope, Publisher, SqsPublisher, Topic};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -300,5 +300,152 @@ async fn a_refused_event_holds_back_its_subjects_later_events_and_no_one_elses()
         ["reservation.held", "reservation.confirmed", "reservation.cancelled"],
         "in the order they happened"
     );
+    assert_eq!(shared::db::outbox::pending(&app.db().await).await.unwrap(), 0);
+}
+
+/// Writes `per_subject` events for each subject, round by round (every subject's first,
+/// then every subject's second ...), as `reservation.updated` with `n` its round.
+async fn write_events(app: &TestApp, subjects: &[Uuid], per_subject: i32, at: chrono::DateTime<Utc>) {
+    app.db()
+        .await
+        .execute(
+            "INSERT INTO outbox (topic, kind, subject_id, payload, created_at, next_attempt_at) \
+             SELECT 'events', 'reservation.updated', s, jsonb_build_object('n', n), $2, $2 \
+             FROM generate_series(0, $3 - 1) n CROSS JOIN unnest($1::uuid[]) WITH ORDINALITY AS u(s, k) \
+             ORDER BY n, k",
+            &[&subjects, &at, &per_subject],
+        )
+        .await
+        .unwrap();
+}
+
+/// Each subject's rounds, in the order they were published.
+fn rounds_by_subject(sent: &[Envelope]) -> HashMap<Uuid, Vec<i64>> {
+    let mut by_subject: HashMap<Uuid, Vec<i64>> = HashMap::new();
+    for e in sent {
+        by_subject.entry(e.subject_id).or_default().push(e.data["n"].as_i64().unwrap());
+    }
+    by_subject
+}
+
+/// Takes every event after a pause of 0-15 ms that differs from batch to batch, so
+/// that relays running side by side overtake one another.
+struct Jittery {
+    calls: AtomicU64,
+    sent: Mutex<Vec<Envelope>>,
+}
+
+impl Publisher for Jittery {
+    async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), String>> {
+        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        // Later calls tend to pause less, and so to finish first.
+        tokio::time::sleep(std::time::Duration::from_millis(15 - call * 7 % 16)).await;
+        self.sent.lock().unwrap().extend(batch.iter().cloned());
+        batch.iter().map(|_| Ok(())).collect()
+    }
+}
+
+/// Relays may run side by side (each function that commits runs one): a claim passes
+/// over a subject whose earlier event another relay has out, so each subject's events
+/// still leave one after another, in the order they were written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relays_side_by_side_send_each_subjects_events_in_the_order_they_were_written() {
+    let app = TestApp::spawn().await;
+    let subjects: Vec<Uuid> = (0..20).map(|_| Uuid::now_v7()).collect();
+    write_events(&app, &subjects, 15, Utc::now()).await;
+
+    let publisher = Jittery { calls: AtomicU64::new(0), sent: Mutex::new(Vec::new()) };
+    let mut rounds = 0;
+    while shared::db::outbox::pending(&app.db().await).await.unwrap() > 0 {
+        rounds += 1;
+        assert!(rounds < 50, "the relays never drained the outbox");
+        futures::future::join_all((0..6).map(|_| app.relay_to(&publisher, Topic::Events))).await;
+    }
+
+    let sent = publisher.sent.lock().unwrap().clone();
+    assert_eq!(sent.len(), 300, "each event once");
+    let in_order: Vec<i64> = (0..15).collect();
+    for (subject, rounds) in rounds_by_subject(&sent) {
+        assert_eq!(rounds, in_order, "subject {subject}'s events in the order they were written");
+    }
+}
+
+/// A relay that claimed events and died before marking them holds them, and their
+/// subjects' later events, for its lease; then the next claim sends them, in order.
+#[tokio::test]
+async fn the_events_a_dead_relay_claimed_go_out_after_its_lease_ahead_of_their_subjects_later_ones() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let subjects = [Uuid::now_v7(), Uuid::now_v7()];
+    write_events(&app, &subjects, 3, clock.now()).await;
+    let now = clock.now();
+    let claimed =
+        shared::db::outbox::claim_due(&app.db().await, Topic::Events, now, now + Duration::seconds(30), 100, 1000)
+            .await
+            .unwrap();
+    assert_eq!(claimed.len(), 2, "one event a subject: {claimed:?}");
+
+    let publisher = Jittery { calls: AtomicU64::new(0), sent: Mutex::new(Vec::new()) };
+    clock.advance(Duration::seconds(29));
+    assert_eq!(app.relay_to(&publisher, Topic::Events).await.published, 0, "both subjects wait for the lease");
+
+    clock.advance(Duration::seconds(2));
+    while app.relay_to(&publisher, Topic::Events).await.published > 0 {}
+    let sent = publisher.sent.lock().unwrap().clone();
+    assert_eq!(sent.len(), 6);
+    for subject in subjects {
+        assert_eq!(rounds_by_subject(&sent)[&subject], [0, 1, 2]);
+    }
+}
+
+/// Publishes after fetching a connection of its own from the pool, as another request
+/// would while the relay's batch is out; records whether it got one within a second.
+struct NeedsTheConnection {
+    pool: deadpool_postgres::Pool,
+    got_one: Mutex<Vec<bool>>,
+}
+
+impl Publisher for NeedsTheConnection {
+    async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), String>> {
+        let got = tokio::time::timeout(std::time::Duration::from_secs(1), self.pool.get()).await;
+        self.got_one.lock().unwrap().push(matches!(got, Ok(Ok(_))));
+        batch.iter().map(|_| Ok(())).collect()
+    }
+}
+
+/// Behind a transaction-mode pooler a transaction open across a call to SQS holds a
+/// server connection as long: the relay claims in one statement, publishes with no
+/// connection taken from the pool, then marks.
+#[tokio::test]
+async fn the_relay_holds_no_database_connection_while_it_publishes() {
+    let app =
+        TestApp::spawn_with(acceptance::Options { tweak: Box::new(|c| c.db_pool_size = 1), ..Default::default() })
+            .await;
+    let room = app.resource(1).await;
+    app.hold("alice", room, 10, 11).await;
+
+    let publisher = NeedsTheConnection { pool: app.state.pool.clone(), got_one: Mutex::new(Vec::new()) };
+    assert_eq!(app.relay_to(&publisher, Topic::Events).await.published, 1);
+    assert_eq!(*publisher.got_one.lock().unwrap(), [true], "the pool's one connection was free during the publish");
+}
+
+/// In AWS the function that committed publishes its events before it answers: by the
+/// time the client has the 201, the event is on the queue, with no sweep and no relay
+/// of the process's own.
+#[tokio::test]
+async fn a_function_that_wrote_events_has_published_them_when_it_answers() {
+    let (tx, mut queue) = tokio::sync::mpsc::unbounded_channel();
+    let events = shared::outbox::EventsRelay::AfterRequest(shared::outbox::Queue::Channel(tx));
+    let app = TestApp::spawn_with(acceptance::Options { events, ..Default::default() }).await;
+    let room = app.resource(1).await;
+
+    let held = app.hold("alice", room, 10, 11).await;
+    let event = queue.try_recv().expect("the hold's event is on the queue when the 201 arrives");
+    assert_eq!(
+        (event.kind.as_str(), event.subject_id.to_string()),
+        ("reservation.held", held["id"].as_str().unwrap().into())
+    );
+    assert_eq!(app.confirm("alice", &held["id"]).await.0, StatusCode::OK);
+    assert_eq!(queue.try_recv().expect("the confirm's too").kind.as_str(), "reservation.confirmed");
     assert_eq!(shared::db::outbox::pending(&app.db().await).await.unwrap(), 0);
 }
