@@ -176,7 +176,8 @@ pub async fn events_written(state: &crate::AppState) {
         EventsRelay::Background(wake) => wake.notify_one(),
         EventsRelay::AfterRequest(queue) => {
             let run = relay(&state.pool, state.clock.as_ref(), queue, Topic::Events, Duration::ZERO).await;
-            // The rows stay due: the next request's relay, or the sweep's, sends them.
+            // Unpublished rows stay: the next request's relay, or the sweep's, sends
+            // them (a claimed one once its lease has passed).
             if let Err(e) = run {
                 tracing::warn!(error = %e, "could not publish events; the next relay will");
             }
