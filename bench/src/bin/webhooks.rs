@@ -67,19 +67,18 @@ async fn run(database_url: String, quick: bool) -> Result<bool, BoxError> {
         phases.measure.as_secs_f64()
     );
     let mix = HoldMix { resources: 200, capacity: 1, keyed: false, rules: Rules::Plain, shape: Shape::Single };
-    let mut rates: [Vec<f64>; 3] = Default::default();
-    const LABELS: [&str; 3] = ["kept in the outbox", "by the server's relay", "by each request"];
+    // Kept first, then each way of publishing.
+    let mut rates: [Vec<f64>; 1 + PUBLISHING.len()] = Default::default();
+    let label = |path: usize| if path == 0 { "kept in the outbox" } else { PUBLISHING[path - 1].0 };
     for _ in 0..2 {
         for (path, rates) in rates.iter_mut().enumerate() {
-            let taker = || {
-                let (tx, mut consumer) = tokio::sync::mpsc::unbounded_channel();
-                tokio::spawn(async move { while consumer.recv().await.is_some() {} });
-                Queue::Channel(tx)
-            };
             let events = match path {
                 0 => Events::Kept,
-                1 => Events::Background(taker()),
-                _ => Events::ByRequest(taker()),
+                _ => {
+                    let (tx, mut consumer) = tokio::sync::mpsc::unbounded_channel();
+                    tokio::spawn(async move { while consumer.recv().await.is_some() {} });
+                    (PUBLISHING[path - 1].1)(Queue::Channel(tx))
+                }
             };
             // Each phase starts from an empty outbox: a relaying phase sends only its
             // own events, not those the phase before kept.
@@ -89,41 +88,51 @@ async fn run(database_url: String, quick: bool) -> Result<bool, BoxError> {
             let server = Server::start_with(&database_url, options).await?;
             let report = throughput::http_holds(&server, mix, CONCURRENCY, phases, None).await?;
             correct &= report.measured.count(Outcome::Status(201)) > 0 && report.first_error.is_none();
-            println!("  events published {:<24} {:>8.1} holds/s", LABELS[path], report.per_second());
+            println!("  events {:<32} {:>8.1} holds/s", label(path), report.per_second());
             rates.push(report.per_second());
         }
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    for path in [1, 2] {
+    for path in 1..rates.len() {
         println!(
-            "  published {} / kept: {:.1} / {:.1} holds/s = {:.1} % (goal: at least 90 %)",
-            LABELS[path],
+            "  {} / kept: {:.1} / {:.1} holds/s = {:.1} % (goal: at least 90 %)",
+            label(path),
             mean(&rates[path]),
             mean(&rates[0]),
             100.0 * mean(&rates[path]) / mean(&rates[0])
         );
     }
 
-    for path in [1, 2] {
-        correct &= latency(&database_url, phases, LABELS[path], path == 1).await?;
+    for (label, publishing) in PUBLISHING {
+        correct &= latency(&database_url, phases, label, publishing).await?;
     }
     Ok(correct)
 }
 
+/// How a server publishes the events, given the queue they go to.
+type Publishing = fn(Queue) -> Events;
+
+/// The ways the bench publishes events, each with its label.
+const PUBLISHING: [(&str, Publishing); 2] =
+    [("published by the server's relay", Events::Background), ("published by each request", Events::ByRequest)];
+
 /// Holds at [`RATE_PER_SECOND`], each one's webhook timed from its 201, with the events
-/// published by the server's relay (`background`) or by each request.
-async fn latency(database_url: &str, phases: Phases, label: &str, background: bool) -> Result<bool, BoxError> {
+/// published as `publishing` says.
+async fn latency(database_url: &str, phases: Phases, label: &str, publishing: Publishing) -> Result<bool, BoxError> {
     let mut correct = true;
     println!();
     let seconds = phases.measure.as_secs() * 2;
     println!(
-        "(2) holds at {RATE_PER_SECOND}/s for {seconds} s, events published {label}, each hold's webhook timed from its 201"
+        "(2) holds at {RATE_PER_SECOND}/s for {seconds} s, events {label}, each hold's webhook timed from its 201"
     );
     let receiver = Receiver::start().await?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let events =
-        if background { Events::Background(Queue::Channel(tx)) } else { Events::ByRequest(Queue::Channel(tx)) };
-    let options = ServerOptions { pool_size: 16, settings: Vec::new(), sweep_every: None, events };
+    let options = ServerOptions {
+        pool_size: 16,
+        settings: Vec::new(),
+        sweep_every: None,
+        events: publishing(Queue::Channel(tx)),
+    };
     let server = Server::start_with(database_url, options).await?;
     let sender = shared::notify::Sender::new(shared::notify::Sender::DEFAULT_TIMEOUT);
     let notifier = Arc::new(notifier::Notifier { state: server.state.clone(), sender, queue: None });

@@ -20,11 +20,11 @@ statements![
 
 /// Claims up to `$2` due events for the relay (`$5`: the lease's end), at most one per
 /// subject: each subject's first due event in the window of the `$4` oldest, unless
-/// another relay's lease or claim holds it, in which case the subject waits. The
+/// another relay's lease or claim holds it, in which case the subject waits. So relays
+/// may run side by side and still send a subject's events one after another, in order
+/// of writing. The subjects a refused event stalls ([`MARK_FAILED`]) wait too. The
 /// candidates are locked by primary key (in order of id, which is time-ordered), so a
-/// claim reads about its window and its batch, whatever the backlog. So relays may run side by
-/// side and still send a subject's events one after another, in order of writing. The
-/// subjects a refused event stalls ([`MARK_FAILED`]) wait too.
+/// claim reads about its window and its batch, whatever the backlog.
 ///
 /// The claim is a statement of its own: the relay publishes with no transaction open,
 /// then marks. A relay that dies on the way leaves its events to the next claim after
@@ -37,7 +37,7 @@ pub const CLAIM_DUE: &str = "WITH due AS MATERIALIZED ( \
          AND NOT EXISTS (SELECT 1 FROM outbox_stalled_subjects s \
                          WHERE s.topic = o.topic AND s.subject_id = o.subject_id AND s.head_seq < o.seq) \
        ORDER BY o.seq LIMIT $4), \
-     heads AS MATERIALIZED (SELECT DISTINCT ON (subject_id) id, seq, claimed_until FROM due ORDER BY subject_id, seq), \
+     heads AS MATERIALIZED (SELECT DISTINCT ON (subject_id) id, claimed_until FROM due ORDER BY subject_id, seq), \
      claimable AS ( \
        SELECT o.id FROM outbox o \
        WHERE o.id = ANY (ARRAY(SELECT id FROM heads WHERE claimed_until IS NULL OR claimed_until <= $1)) \
