@@ -63,7 +63,8 @@ CREATE TYPE public.reservation_hold_result AS (
 	updated_at timestamp with time zone,
 	metadata jsonb,
 	acted_by text,
-	rules_version bigint
+	rules_version bigint,
+	event jsonb
 );
 
 --
@@ -149,10 +150,10 @@ CREATE FUNCTION public.reservation_event(p_id uuid, p_resource_id uuid, p_owner 
 $$;
 
 --
--- Name: reservation_hold(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, boolean, timestamp with time zone, jsonb, uuid, text, text, text, text, bytea, timestamp with time zone, text, smallint, jsonb, bytea, bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+-- Name: reservation_hold(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, boolean, timestamp with time zone, jsonb, uuid, text, text, text, text, bytea, timestamp with time zone, text, smallint, jsonb, bytea, bigint, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.reservation_hold(p_id uuid, p_resource uuid, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_confirm boolean, p_now timestamp with time zone, p_metadata jsonb, p_event_id uuid, p_principal text DEFAULT NULL::text, p_method text DEFAULT NULL::text, p_route text DEFAULT NULL::text, p_key text DEFAULT NULL::text, p_fingerprint bytea DEFAULT NULL::bytea, p_retain_until timestamp with time zone DEFAULT NULL::timestamp with time zone, p_wait text DEFAULT NULL::text, p_refused_status smallint DEFAULT NULL::smallint, p_refused_headers jsonb DEFAULT NULL::jsonb, p_refused_body bytea DEFAULT NULL::bytea, p_rules_version bigint DEFAULT NULL::bigint, p_max_holds integer DEFAULT 0) RETURNS SETOF public.reservation_hold_result
+CREATE FUNCTION public.reservation_hold(p_id uuid, p_resource uuid, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_confirm boolean, p_now timestamp with time zone, p_metadata jsonb, p_event_id uuid, p_principal text DEFAULT NULL::text, p_method text DEFAULT NULL::text, p_route text DEFAULT NULL::text, p_key text DEFAULT NULL::text, p_fingerprint bytea DEFAULT NULL::bytea, p_retain_until timestamp with time zone DEFAULT NULL::timestamp with time zone, p_wait text DEFAULT NULL::text, p_refused_status smallint DEFAULT NULL::smallint, p_refused_headers jsonb DEFAULT NULL::jsonb, p_refused_body bytea DEFAULT NULL::bytea, p_rules_version bigint DEFAULT NULL::bigint, p_max_holds integer DEFAULT 0, p_event_lease timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF public.reservation_hold_result
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_column
@@ -290,11 +291,12 @@ BEGIN
                 o.outcome := 'unavailable';
                 EXIT hold;
             END IF;
-            INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at)
+            INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at, claimed_until)
             VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END,
                     o.id, reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity,
                                             o.status, o.source, o.failure_reason, o.metadata, o.acted_by),
-                    p_now, p_now);
+                    p_now, p_now, p_event_lease)
+            RETURNING CASE WHEN p_event_lease IS NOT NULL THEN outbox.payload END INTO o.event;
             o.outcome := 'reserved';
             EXIT hold;
         END IF;
@@ -450,11 +452,12 @@ BEGIN
                   r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by
         INTO o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status, o.expires_at,
              o.failure_reason, o.source, o.created_at, o.updated_at, o.metadata, o.acted_by;
-        INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at)
+        INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at, claimed_until)
         VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END, o.id,
                 reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status,
                                   o.source, o.failure_reason, o.metadata, o.acted_by),
-                p_now, p_now);
+                p_now, p_now, p_event_lease)
+        RETURNING CASE WHEN p_event_lease IS NOT NULL THEN outbox.payload END INTO o.event;
         o.outcome := 'reserved';
     END;
 

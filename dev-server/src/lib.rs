@@ -310,7 +310,7 @@ async fn deliver_event(notifier: &notifier::Notifier, envelope: shared::outbox::
     for attempt in 1..=NOTIFIER_TRIES {
         // The try's number, as SQS would count it, for the delivery log.
         message.attributes.insert("ApproximateReceiveCount".into(), attempt.to_string());
-        if notifier::process_message(notifier, &message).await.is_none() {
+        if notifier::process_message(notifier, &message).await == notifier::Processed::Delivered {
             return;
         }
         if attempt < NOTIFIER_TRIES {

@@ -8,9 +8,10 @@ use crate::Clock;
 pub use crate::db::outbox::Topic;
 use crate::db::{DbError, outbox};
 use crate::domain::EventKind;
-use chrono::Duration as ChronoDuration;
+use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
+use std::cell::RefCell;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -168,6 +169,61 @@ impl EventsRelay {
     }
 }
 
+/// Runs a request that may write events (any request that changes state) and, once it
+/// is done, publishes them before handing back its outcome, or wakes the relay that
+/// will ([`events_written`]). With [`EventsRelay::AfterRequest`], a request whose event
+/// was leased to it at write publishes just that event, and claims nothing.
+pub async fn publishing<T>(state: &crate::AppState, work: impl Future<Output = T>) -> T {
+    let EventsRelay::AfterRequest(queue) = state.events.as_ref() else {
+        let outcome = work.await;
+        events_written(state).await;
+        return outcome;
+    };
+    let (outcome, leased) = LEASED
+        .scope(RefCell::new(Vec::new()), async {
+            let outcome = work.await;
+            (outcome, LEASED.with(RefCell::take))
+        })
+        .await;
+    let run = if leased.is_empty() {
+        relay(&state.pool, state.clock.as_ref(), queue, Topic::Events, Duration::ZERO).await
+    } else {
+        let mut report = RelayReport::default();
+        publish_claimed(&state.pool, state.clock.as_ref(), queue, &leased, &mut report).await.map(|_| report)
+    };
+    // Unpublished rows stay: the next request's relay, or the sweep's, sends them (a
+    // claimed one once its lease has passed).
+    if let Err(e) = run {
+        tracing::warn!(error = %e, "could not publish events; the next relay will");
+    }
+    outcome
+}
+
+tokio::task_local! {
+    /// The events written in [`publishing`]'s scope with [`lease_for_this_request`]'s
+    /// lease, handed over by [`leased`].
+    static LEASED: RefCell<Vec<outbox::Event>>;
+}
+
+/// The lease of an event written now that the request writing it publishes itself:
+/// `None` outside [`publishing`]'s scope with [`EventsRelay::AfterRequest`], where the
+/// event is left for a relay to claim.
+///
+/// Leased at write, the event needs no claim: its request publishes it and marks it,
+/// one statement beside its write rather than two. Only a write whose event is its
+/// request's only one, and the first of its subject, takes the lease (the hold of
+/// `reservation_hold`, whose subject is the reservation it makes): no earlier event of
+/// the subject can be waiting, and nothing else the request wrote waits for a claim.
+pub fn lease_for_this_request(now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    LEASED.try_with(|_| now + LEASE).ok()
+}
+
+/// Hands the request an event written with [`lease_for_this_request`]'s lease.
+pub fn leased(event: outbox::Event) {
+    // Outside the scope nothing is leased, so nothing is handed over.
+    let _ = LEASED.try_with(|events| events.borrow_mut().push(event));
+}
+
 /// After a request that may have written events (any request that changes state),
 /// once it has committed: publish them, or wake the relay that will.
 pub async fn events_written(state: &crate::AppState) {
@@ -176,8 +232,7 @@ pub async fn events_written(state: &crate::AppState) {
         EventsRelay::Background(wake) => wake.notify_one(),
         EventsRelay::AfterRequest(queue) => {
             let run = relay(&state.pool, state.clock.as_ref(), queue, Topic::Events, Duration::ZERO).await;
-            // Unpublished rows stay: the next request's relay, or the sweep's, sends
-            // them (a claimed one once its lease has passed).
+            // As in [`publishing`].
             if let Err(e) = run {
                 tracing::warn!(error = %e, "could not publish events; the next relay will");
             }
@@ -251,33 +306,49 @@ pub async fn relay<P: Publisher>(
         if events.is_empty() {
             break;
         }
-        // One event per subject: the whole batch may go out side by side.
-        let envelopes: Vec<Envelope> = events.iter().map(Envelope::from).collect();
-        let outcomes = publisher.publish(&envelopes).await;
-        let client = pool.get().await?;
-        let mut delivered = Vec::with_capacity(events.len());
-        for (i, event) in events.iter().enumerate() {
-            match outcomes.get(i).cloned().unwrap_or_else(|| Err("no outcome reported".into())) {
-                Ok(()) => delivered.push(event.id),
-                Err(reason) => {
-                    report.failed += 1;
-                    let attempts = event.attempts + 1;
-                    tracing::warn!(event_id = %event.id, attempts, %reason, "publish failed; will retry");
-                    outbox::mark_failed(&client, event.id, clock.now() + backoff(attempts), &reason).await?;
-                }
-            }
-        }
-        if delivered.is_empty() {
+        if publish_claimed(pool, clock, publisher, &events, &mut report).await? == 0 {
             // The queue is refusing everything: leave the rest for the next run.
             break;
         }
-        report.published += outbox::mark_published(&client, &delivered, clock.now()).await?;
         if started.elapsed() >= budget {
             report.unfinished = true;
             break;
         }
     }
     Ok(report)
+}
+
+/// Publishes claimed events, at most one per subject (so the whole batch may go out
+/// side by side), then marks each published or failed, on a connection taken once the
+/// publisher is done. Returns how many were published.
+async fn publish_claimed<P: Publisher>(
+    pool: &Pool,
+    clock: &dyn Clock,
+    publisher: &P,
+    events: &[outbox::Event],
+    report: &mut RelayReport,
+) -> Result<u64, DbError> {
+    let envelopes: Vec<Envelope> = events.iter().map(Envelope::from).collect();
+    let outcomes = publisher.publish(&envelopes).await;
+    let client = pool.get().await?;
+    let mut delivered = Vec::with_capacity(events.len());
+    for (i, event) in events.iter().enumerate() {
+        match outcomes.get(i).cloned().unwrap_or_else(|| Err("no outcome reported".into())) {
+            Ok(()) => delivered.push(event.id),
+            Err(reason) => {
+                report.failed += 1;
+                let attempts = event.attempts + 1;
+                tracing::warn!(event_id = %event.id, attempts, %reason, "publish failed; will retry");
+                outbox::mark_failed(&client, event.id, clock.now() + backoff(attempts), &reason).await?;
+            }
+        }
+    }
+    if delivered.is_empty() {
+        return Ok(0);
+    }
+    let published = outbox::mark_published(&client, &delivered, clock.now()).await?;
+    report.published += published;
+    Ok(published)
 }
 
 #[cfg(feature = "sqs")]

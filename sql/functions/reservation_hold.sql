@@ -28,13 +28,19 @@
 -- level, before the resource's) and counts the owner's active holds under it; at the
 -- limit the outcome is `general`, and the general path answers the refusal. The caller
 -- passes 0 for an admin, who is not limited.
+--
+-- The event's lease (`p_event_lease`): when the caller publishes the event itself
+-- before it answers, the event is written claimed until then, so no relay takes it,
+-- and the row returns its payload (`event`). Its subject is the new reservation, so
+-- no earlier event of the subject can be waiting.
 CREATE OR REPLACE FUNCTION reservation_hold(
     p_id uuid, p_resource uuid, p_owner text, p_start timestamptz, p_end timestamptz, p_quantity integer,
     p_confirm boolean, p_now timestamptz, p_metadata jsonb, p_event_id uuid,
     p_principal text DEFAULT NULL, p_method text DEFAULT NULL, p_route text DEFAULT NULL, p_key text DEFAULT NULL,
     p_fingerprint bytea DEFAULT NULL, p_retain_until timestamptz DEFAULT NULL, p_wait text DEFAULT NULL,
     p_refused_status smallint DEFAULT NULL, p_refused_headers jsonb DEFAULT NULL, p_refused_body bytea DEFAULT NULL,
-    p_rules_version bigint DEFAULT NULL, p_max_holds integer DEFAULT 0
+    p_rules_version bigint DEFAULT NULL, p_max_holds integer DEFAULT 0,
+    p_event_lease timestamptz DEFAULT NULL
 ) RETURNS SETOF reservation_hold_result LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -171,11 +177,12 @@ BEGIN
                 o.outcome := 'unavailable';
                 EXIT hold;
             END IF;
-            INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at)
+            INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at, claimed_until)
             VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END,
                     o.id, reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity,
                                             o.status, o.source, o.failure_reason, o.metadata, o.acted_by),
-                    p_now, p_now);
+                    p_now, p_now, p_event_lease)
+            RETURNING CASE WHEN p_event_lease IS NOT NULL THEN outbox.payload END INTO o.event;
             o.outcome := 'reserved';
             EXIT hold;
         END IF;
@@ -331,11 +338,12 @@ BEGIN
                   r.failure_reason, r.source, r.created_at, r.updated_at, r.metadata, r.acted_by
         INTO o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status, o.expires_at,
              o.failure_reason, o.source, o.created_at, o.updated_at, o.metadata, o.acted_by;
-        INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at)
+        INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at, claimed_until)
         VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END, o.id,
                 reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status,
                                   o.source, o.failure_reason, o.metadata, o.acted_by),
-                p_now, p_now);
+                p_now, p_now, p_event_lease)
+        RETURNING CASE WHEN p_event_lease IS NOT NULL THEN outbox.payload END INTO o.event;
         o.outcome := 'reserved';
     END;
 

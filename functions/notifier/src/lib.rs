@@ -70,22 +70,26 @@ async fn back_off(notifier: &Notifier, message: &SqsMessage, wait: Duration) {
     }
 }
 
-/// Delivers one message; `Some(wait)` means "deliver it again after `wait`" (the queue's
-/// visibility timeout when `wait` is `None`: its last try, or no answer).
-pub async fn process_message(notifier: &Notifier, message: &SqsMessage) -> Option<Option<Duration>> {
-    let wait = retry_wait(try_number(message), random_jitter());
-    process(notifier, message, wait).await.then_some(wait)
+/// What became of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Processed {
+    /// Every endpoint that asked for it has it.
+    Delivered,
+    /// Deliver it again: after `wait`, its backoff, or when the queue's visibility
+    /// timeout ends when `wait` is `None` (its last try).
+    Again { wait: Option<Duration> },
 }
 
-/// `true`: deliver it again.
-async fn process(notifier: &Notifier, message: &SqsMessage, wait: Option<Duration>) -> bool {
+/// Delivers one message.
+pub async fn process_message(notifier: &Notifier, message: &SqsMessage) -> Processed {
     let message_id = message.message_id.as_deref().unwrap_or("");
     let body = message.body.as_deref().unwrap_or("");
     let state = &notifier.state;
+    let wait = retry_wait(try_number(message), random_jitter());
     match deliver(&state.pool, state.clock.as_ref(), &notifier.sender, body, wait).await {
         Ok(Delivery::Done { sent }) => {
             tracing::info!(message_id, sent, "event delivered");
-            false
+            Processed::Delivered
         }
         Ok(Delivery::Retry { sent, failed }) => {
             tracing::warn!(
@@ -94,15 +98,15 @@ async fn process(notifier: &Notifier, message: &SqsMessage, wait: Option<Duratio
                 failed,
                 "event not accepted by every endpoint; it will be delivered again"
             );
-            true
+            Processed::Again { wait }
         }
         Ok(Delivery::Unreadable) => {
             tracing::error!(message_id, "unreadable event message; leaving it for the DLQ");
-            true
+            Processed::Again { wait }
         }
         Err(e) => {
             tracing::error!(message_id, error = %e, "event delivery failed; it will be delivered again");
-            true
+            Processed::Again { wait }
         }
     }
 }
@@ -139,7 +143,7 @@ pub async fn handler(notifier: &Notifier, event: LambdaEvent<SqsEvent>) -> Resul
             let records = &records;
             async move {
                 for (n, &i) in group.iter().enumerate() {
-                    if let Some(wait) = process_message(notifier, &records[i]).await {
+                    if let Processed::Again { wait } = process_message(notifier, &records[i]).await {
                         return group[n..].iter().map(|&j| (j, wait)).collect();
                     }
                 }

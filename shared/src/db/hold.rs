@@ -14,9 +14,10 @@
 //! read back by [`super::idempotency::read`].
 
 use super::idempotency::Answering;
+use super::outbox::Event;
 use super::reservations::{columns, from_row};
 use super::{DbError, GenericClient};
-use crate::domain::{Metadata, Reservation};
+use crate::domain::{EventKind, Metadata, Reservation};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 use super::run::Param;
@@ -41,11 +42,15 @@ statements![HOLD, HOLD_KEYED, HOLD_ITEMS, PRECHECK, PRECHECK_MANY, RULES];
 /// here, as the reservation's is), `$11` the version of the calendar rules the range
 /// was judged by (a resource with rules is served only at that version), `$12` the
 /// limit of the owner's active holds (0: none), judged under the owner's lock
-/// (`principal_holds`, before the resource's): at the limit the outcome is `general`.
+/// (`principal_holds`, before the resource's): at the limit the outcome is `general`;
+/// `$13` the lease of its event when the request publishes it itself
+/// ([`crate::outbox::lease_for_this_request`]), with which the row carries the event's
+/// payload (`event`).
 pub const HOLD: &str = concat!(
-    "SELECT outcome, capacity, rules_version, ",
+    "SELECT outcome, capacity, rules_version, event, ",
     columns!(),
-    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, p_rules_version => $11, p_max_holds => $12)"
+    " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, p_rules_version => $11, p_max_holds => $12, \
+     p_event_lease => $13)"
 );
 
 /// [`HOLD`] for a request with an `Idempotency-Key`: the same function with the key's
@@ -57,12 +62,13 @@ pub const HOLD: &str = concat!(
 /// Parameters: [`HOLD`]'s first ten, then `$11`-`$14` the key's scope and key, `$15`
 /// fingerprint, `$16` when the record may be purged, `$17` the wait (a `lock_timeout`),
 /// `$18`-`$20` the refusal's stored answer (status, headers, body), `$21` the rules'
-/// version ([`HOLD`]'s `$11`), `$22` the limit of active holds ([`HOLD`]'s `$12`).
+/// version ([`HOLD`]'s `$11`), `$22` the limit of active holds ([`HOLD`]'s `$12`),
+/// `$23` the event's lease ([`HOLD`]'s `$13`).
 pub const HOLD_KEYED: &str = concat!(
-    "SELECT outcome, capacity, rules_version, ",
+    "SELECT outcome, capacity, rules_version, event, ",
     columns!(),
     " FROM reservation_hold($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-     $20, p_rules_version => $21, p_max_holds => $22)"
+     $20, p_rules_version => $21, p_max_holds => $22, p_event_lease => $23)"
 );
 
 /// A resource's calendar rules and their version, which every change of them bumps:
@@ -158,8 +164,11 @@ fn hold_params<'a>(
 pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<Hold, DbError> {
     let metadata = Json(h.metadata);
     let confirm = h.confirmation.is_now();
-    let row = c.row(HOLD, &[&hold_params(h, &confirm, &metadata)[..], &[&h.rules_version, &h.max_holds]].concat()).await?;
-    hold_of(&row)
+    let lease = crate::outbox::lease_for_this_request(h.now);
+    let row = c
+        .row(HOLD, &[&hold_params(h, &confirm, &metadata)[..], &[&h.rules_version, &h.max_holds, &lease]].concat())
+        .await?;
+    hold_of(&row, h)
 }
 
 /// See [`HOLD_KEYED`]; for autocommit, where the statement is the transaction.
@@ -181,23 +190,34 @@ pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'
         &a.refused.body,
     ];
     let confirm = h.confirmation.is_now();
+    let lease = crate::outbox::lease_for_this_request(h.now);
     let row = c
         .row(
             HOLD_KEYED,
-            &[&hold_params(h, &confirm, &metadata)[..], &key[..], &[&h.rules_version, &h.max_holds]].concat(),
+            &[&hold_params(h, &confirm, &metadata)[..], &key[..], &[&h.rules_version, &h.max_holds, &lease]].concat(),
         )
         .await;
     match row {
-        Ok(row) => hold_of(&row),
+        Ok(row) => hold_of(&row, h),
         // A concurrent original holds the key: nothing was written here.
         Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => Ok(Hold::KeyTaken),
         Err(e) => Err(e.into()),
     }
 }
 
-fn hold_of(row: &Row) -> Result<Hold, DbError> {
+/// The statement's outcome; a reservation's event leased at write goes to the request
+/// ([`crate::outbox::leased`]).
+fn hold_of(row: &Row, h: &NewHold<'_>) -> Result<Hold, DbError> {
     Ok(match row.try_get::<_, &str>("outcome")? {
-        "reserved" => Hold::Reserved(from_row(row)?),
+        "reserved" => {
+            let r = from_row(row)?;
+            if let Some(payload) = row.try_get::<_, Option<serde_json::Value>>("event")? {
+                let kind = EventKind::of_status(r.status)
+                    .ok_or_else(|| DbError::Corrupt(format!("a hold's event for status {:?}", r.status)))?;
+                crate::outbox::leased(Event { id: h.event_id, kind, subject_id: r.id, payload, created_at: h.now, attempts: 0 });
+            }
+            Hold::Reserved(r)
+        }
         "unavailable" => Hold::Unavailable,
         "not_found" => Hold::NotFound,
         "too_many" => Hold::TooMany { capacity: row.try_get("capacity")? },

@@ -78,10 +78,10 @@ pub const OLDEST_PENDING: &str = "SELECT min(created_at) FROM outbox WHERE publi
 pub const INSERT_INTENT_MESSAGE: &str = "INSERT INTO outbox (topic, kind, subject_id, payload, created_at, next_attempt_at) \
      VALUES ('intents', $4::text, $1, $2, $3, $3) RETURNING id";
 
+/// An event a relay, or the request that wrote it, has claimed and publishes.
 #[derive(Debug, Clone)]
 pub struct Event {
     pub id: Uuid,
-    pub seq: i64,
     pub kind: EventKind,
     pub subject_id: Uuid,
     pub payload: serde_json::Value,
@@ -119,19 +119,19 @@ pub async fn claim_due(
         .await?
         .iter()
         .map(|r| {
-            Ok(Event {
+            let event = Event {
                 id: r.try_get("id")?,
-                seq: r.try_get("seq")?,
                 kind: r.try_get::<_, &str>("kind")?.parse()?,
                 subject_id: r.try_get("subject_id")?,
                 payload: r.try_get("payload")?,
                 created_at: r.try_get("created_at")?,
                 attempts: r.try_get("attempts")?,
-            })
+            };
+            Ok((r.try_get::<_, i64>("seq")?, event))
         })
         .collect::<Result<Vec<_>, DbError>>()?;
-    events.sort_by_key(|e| e.seq);
-    Ok(events)
+    events.sort_by_key(|(seq, _)| *seq);
+    Ok(events.into_iter().map(|(_, event)| event).collect())
 }
 
 pub async fn mark_published(c: &impl GenericClient, ids: &[Uuid], now: DateTime<Utc>) -> Result<u64, DbError> {

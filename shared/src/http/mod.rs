@@ -145,18 +145,17 @@ pub async fn respond(req: &Request, work: impl Future<Output = Result<Response<B
 }
 
 /// [`respond`], for the functions that change state: once a request that may have
-/// written events has committed, they are published before the answer, or handed to
-/// the relay that publishes them ([`crate::outbox::events_written`]).
+/// written events is done, they are published before the answer, or handed to the
+/// relay that publishes them ([`crate::outbox::publishing`]).
 pub async fn respond_publishing(
     state: &crate::AppState,
     req: &Request,
     work: impl Future<Output = Result<Response<Body>, ApiError>>,
 ) -> Response<Body> {
-    let response = respond(req, work).await;
-    if !req.method().is_safe() {
-        crate::outbox::events_written(state).await;
+    if req.method().is_safe() {
+        return respond(req, work).await;
     }
-    response
+    crate::outbox::publishing(state, respond(req, work)).await
 }
 
 /// The answer to a `HEAD`: the `GET`'s status and headers, its body's length in

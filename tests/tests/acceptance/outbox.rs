@@ -429,14 +429,22 @@ async fn the_relay_holds_no_database_connection_while_it_publishes() {
     assert_eq!(*publisher.got_one.lock().unwrap(), [true], "the pool's one connection was free during the publish");
 }
 
+/// An app whose functions publish the events they write before they answer, as in
+/// AWS, to an in-process queue; and the queue's other end.
+async fn publishing_after_each_request(
+    options: acceptance::Options,
+) -> (TestApp, tokio::sync::mpsc::UnboundedReceiver<Envelope>) {
+    let (tx, queue) = tokio::sync::mpsc::unbounded_channel();
+    let events = shared::outbox::EventsRelay::AfterRequest(shared::outbox::Queue::Channel(tx));
+    (TestApp::spawn_with(acceptance::Options { events, ..options }).await, queue)
+}
+
 /// In AWS the function that committed publishes its events before it answers: by the
 /// time the client has the 201, the event is on the queue, with no sweep and no relay
 /// of the process's own.
 #[tokio::test]
 async fn a_function_that_wrote_events_has_published_them_when_it_answers() {
-    let (tx, mut queue) = tokio::sync::mpsc::unbounded_channel();
-    let events = shared::outbox::EventsRelay::AfterRequest(shared::outbox::Queue::Channel(tx));
-    let app = TestApp::spawn_with(acceptance::Options { events, ..Default::default() }).await;
+    let (app, mut queue) = publishing_after_each_request(acceptance::Options::default()).await;
     let room = app.resource(1).await;
 
     let held = app.hold("alice", room, 10, 11).await;
@@ -448,4 +456,64 @@ async fn a_function_that_wrote_events_has_published_them_when_it_answers() {
     assert_eq!(app.confirm("alice", &held["id"]).await.0, StatusCode::OK);
     assert_eq!(queue.try_recv().expect("the confirm's too").kind.as_str(), "reservation.confirmed");
     assert_eq!(shared::db::outbox::pending(&app.db().await).await.unwrap(), 0);
+}
+
+/// A hold's event is leased to the function as the hold writes it, and the row carries
+/// it back: the function publishes it and marks it, and claims nothing, so other due
+/// events wait for the next relay that claims (a confirm's here).
+#[tokio::test]
+async fn a_hold_publishes_the_event_it_wrote_without_claiming_any() {
+    let (app, mut queue) = publishing_after_each_request(acceptance::Options::default()).await;
+    let room = app.resource(1).await;
+    let waiting = Uuid::now_v7();
+    write_events(&app, &[waiting], 1, Utc::now()).await;
+
+    let held = app.hold("alice", room, 10, 11).await;
+    let event = queue.try_recv().expect("the hold's event is on the queue when the 201 arrives");
+    assert!(queue.try_recv().is_err(), "the hold published its own event alone");
+    let id = Uuid::parse_str(held["id"].as_str().unwrap()).unwrap();
+    let db = app.db().await;
+    let stored = db
+        .query_one(
+            "SELECT id, payload, published_at IS NOT NULL AS published, claimed_until FROM outbox WHERE subject_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(event.id, stored.get::<_, Uuid>("id"));
+    assert_eq!(event.data, stored.get::<_, Value>("payload"), "the event as the relay would have sent it");
+    assert!(stored.get::<_, bool>("published"), "marked published");
+    assert_eq!(stored.get::<_, Option<chrono::DateTime<Utc>>>("claimed_until"), None, "its lease let go");
+    let unclaimed =
+        app.count("SELECT count(*) FROM outbox WHERE subject_id = $1 AND claimed_until IS NULL", &[&waiting]).await;
+    assert_eq!(unclaimed, 1, "the other subject's event was not claimed");
+
+    assert_eq!(app.confirm("alice", &held["id"]).await.0, StatusCode::OK);
+    let relayed: HashSet<Uuid> = std::iter::from_fn(|| queue.try_recv().ok()).map(|e| e.subject_id).collect();
+    assert_eq!(relayed, HashSet::from([waiting, id]), "the confirm's relay sends the waiting event with its own");
+    assert_eq!(shared::db::outbox::pending(&db).await.unwrap(), 0);
+}
+
+/// A hold whose function cannot publish its event still answers 201; the event, let go
+/// with its backoff, goes out with the next relay once it is due.
+#[tokio::test]
+async fn a_held_event_its_function_could_not_publish_goes_out_with_a_later_relay() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let (app, queue) =
+        publishing_after_each_request(acceptance::Options { clock: clock.clone(), ..Default::default() }).await;
+    drop(queue);
+    let room = app.resource(1).await;
+
+    let held = app.hold("alice", room, 10, 11).await;
+    let id = Uuid::parse_str(held["id"].as_str().unwrap()).unwrap();
+    let failed = app
+        .count("SELECT count(*) FROM outbox WHERE subject_id = $1 AND attempts = 1 AND claimed_until IS NULL", &[&id])
+        .await;
+    assert_eq!(failed, 1, "one failed attempt, and the lease let go");
+
+    let publisher = Jittery { calls: AtomicU64::new(0), sent: Mutex::new(Vec::new()) };
+    assert_eq!(app.relay_to(&publisher, Topic::Events).await.published, 0, "not before its backoff");
+    clock.advance(Duration::seconds(2));
+    assert_eq!(app.relay_to(&publisher, Topic::Events).await.published, 1);
+    assert_eq!(publisher.sent.lock().unwrap()[0].subject_id, id);
 }
