@@ -152,8 +152,9 @@ pub enum EventsRelay {
     /// then leaves the events to it.
     Background(Arc<tokio::sync::Notify>),
     /// The function that committed: it publishes a batch of due events, its own among
-    /// them, before it answers (in Lambda, work after the answer is not sure to run).
-    /// The sweep stays the backstop.
+    /// them, before it answers (in Lambda, work after the answer is not sure to run),
+    /// or, when its event was leased to it at write, that event alone
+    /// ([`lease_for_this_request`]). The sweep stays the backstop.
     AfterRequest(Queue),
 }
 

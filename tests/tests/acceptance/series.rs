@@ -427,3 +427,60 @@ async fn a_series_whose_occurrences_have_bad_fields_is_a_validation_error_naming
     assert!(!fields.is_empty(), "every bad field is named: {problem}");
     assert_eq!(app.count("SELECT count(*) FROM reservations", &[]).await, 0, "nothing was held");
 }
+
+/// Every event of an occurrence names its series, whoever writes it: the occurrence's
+/// own hold, the lapse another principal's hold writes down (on a capacity-1 resource
+/// and on a capacity-N one), and the lapse the sweep writes down.
+#[tokio::test]
+async fn every_event_of_an_occurrence_names_its_series_the_lapses_others_write_down_included() {
+    let clock = clock();
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 60})).await;
+    let hall = app.resource_with(json!({"name": "Hall", "capacity": 2, "hold_ttl_seconds": 60})).await;
+    let mut series_ids = Vec::new();
+    for resource in [room, hall] {
+        let quantity_body = |mut b: Value| {
+            if resource == hall {
+                b["quantity"] = json!(2);
+            }
+            b
+        };
+        let body = quantity_body(series_body(
+            resource,
+            "2027-02-01T10:00:00Z",
+            "2027-02-01T11:00:00Z",
+            "FREQ=WEEKLY;COUNT=2",
+            "all_or_nothing",
+        ));
+        let (status, s) = series(&app, "alice", &body).await;
+        assert_eq!(status, StatusCode::CREATED, "{s}");
+        series_ids.push(s["id"].as_str().unwrap().to_string());
+    }
+    clock.advance(chrono::Duration::seconds(61));
+    for resource in [room, hall] {
+        let (status, held) = app.reserve("bob", resource, ("2027-02-01T10:00:00Z", "2027-02-01T11:00:00Z"), 1).await;
+        assert_eq!(status, StatusCode::CREATED, "{held}");
+    }
+    sweeper::sweep(&app.state, &shared::outbox::LogPublisher, Default::default()).await;
+
+    let db = app.db().await;
+    let events: Vec<(String, Option<String>)> = db
+        .query(
+            "SELECT o.kind::text, o.payload->>'series_id' FROM outbox o JOIN reservations r ON r.id = o.subject_id \
+             WHERE r.owner = 'alice' ORDER BY o.seq",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let expired = events.iter().filter(|(kind, _)| kind == "reservation.expired").count();
+    assert_eq!(expired, 4, "each occurrence lapsed: {events:?}");
+    for (kind, series) in &events {
+        assert!(
+            series.as_ref().is_some_and(|s| series_ids.contains(s)),
+            "a {kind} event of an occurrence without its series: {events:?}"
+        );
+    }
+}
