@@ -214,7 +214,8 @@ fn hold_of(row: &Row, h: &NewHold<'_>) -> Result<Hold, DbError> {
             if let Some(payload) = row.try_get::<_, Option<serde_json::Value>>("event")? {
                 let kind = EventKind::of_status(r.status)
                     .ok_or_else(|| DbError::Corrupt(format!("a hold's event for status {:?}", r.status)))?;
-                crate::outbox::leased(Event { id: h.event_id, kind, subject_id: r.id, payload, created_at: h.now, attempts: 0 });
+                let event = Event { id: h.event_id, kind, subject_id: r.id, payload, created_at: h.now, attempts: 0 };
+                crate::outbox::leased(event);
             }
             Hold::Reserved(r)
         }
