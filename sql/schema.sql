@@ -110,6 +110,38 @@ END
 $$;
 
 --
+-- Name: outbox_claim_due(text, timestamp with time zone, integer, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.outbox_claim_due(p_topic text, p_now timestamp with time zone, p_limit integer, p_window integer, p_lease timestamp with time zone) RETURNS TABLE(id uuid, kind text, subject_id uuid, payload jsonb, created_at timestamp with time zone, attempts integer)
+    LANGUAGE plpgsql
+    SET enable_bitmapscan TO 'off'
+    SET enable_seqscan TO 'off'
+    AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH due AS MATERIALIZED (
+        SELECT o.id, o.subject_id, o.seq, o.claimed_until FROM outbox o
+        WHERE o.topic = p_topic AND o.published_at IS NULL AND o.next_attempt_at <= p_now
+          AND NOT EXISTS (SELECT 1 FROM outbox_stalled_subjects s
+                          WHERE s.topic = o.topic AND s.subject_id = o.subject_id AND s.head_seq < o.seq)
+        ORDER BY o.seq LIMIT p_window),
+    heads AS MATERIALIZED (
+        SELECT DISTINCT ON (d.subject_id) d.id, d.claimed_until FROM due d ORDER BY d.subject_id, d.seq),
+    claimable AS (
+        SELECT o.id FROM outbox o
+        WHERE o.id = ANY (ARRAY(SELECT h.id FROM heads h WHERE h.claimed_until IS NULL OR h.claimed_until <= p_now))
+          AND o.published_at IS NULL AND (o.claimed_until IS NULL OR o.claimed_until <= p_now)
+        LIMIT p_limit FOR NO KEY UPDATE SKIP LOCKED),
+    claimed AS (
+        UPDATE outbox o SET claimed_until = p_lease FROM claimable c WHERE o.id = c.id
+        RETURNING o.id, o.seq, o.kind, o.subject_id, o.payload, o.created_at, o.attempts)
+    SELECT c.id, c.kind::text, c.subject_id, c.payload, c.created_at, c.attempts FROM claimed c ORDER BY c.seq;
+END
+$$;
+
+--
 -- Name: principal_holds(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -296,7 +328,8 @@ BEGIN
                     o.id, reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity,
                                             o.status, o.source, o.failure_reason, o.metadata, o.acted_by),
                     p_now, p_now, p_event_lease)
-            RETURNING CASE WHEN p_event_lease IS NOT NULL THEN outbox.payload END INTO o.event;
+            RETURNING CASE WHEN p_event_lease IS NOT NULL
+                           THEN jsonb_build_object('kind', outbox.kind, 'payload', outbox.payload) END INTO o.event;
             o.outcome := 'reserved';
             EXIT hold;
         END IF;
@@ -457,7 +490,8 @@ BEGIN
                 reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status,
                                   o.source, o.failure_reason, o.metadata, o.acted_by),
                 p_now, p_now, p_event_lease)
-        RETURNING CASE WHEN p_event_lease IS NOT NULL THEN outbox.payload END INTO o.event;
+        RETURNING CASE WHEN p_event_lease IS NOT NULL
+                       THEN jsonb_build_object('kind', outbox.kind, 'payload', outbox.payload) END INTO o.event;
         o.outcome := 'reserved';
     END;
 

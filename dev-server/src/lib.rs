@@ -229,26 +229,24 @@ pub async fn run_intent_worker(
 /// The intent worker on a real SQS queue: long-polls, hands each message to the
 /// worker's handler, deletes what it finished (the rest reappears after the visibility
 /// timeout, and in the end goes to the dead-letter queue).
-pub async fn run_intent_worker_on_sqs(state: AppState, sqs: aws_sdk_sqs::Client, queue_url: String) {
+pub async fn run_intent_worker_on_sqs(state: AppState, sqs: shared::sqs::Sqs, queue_url: String) {
     loop {
-        let received =
-            sqs.receive_message().queue_url(&queue_url).max_number_of_messages(10).wait_time_seconds(10).send().await;
-        let messages = match received {
-            Ok(out) => out.messages.unwrap_or_default(),
-            Err(e) => {
-                tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "receive failed");
+        let messages = match sqs.receive_message(&queue_url, 10, 10).await {
+            Ok(messages) => messages,
+            Err(error) => {
+                tracing::warn!(%error, "receive failed");
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 continue;
             }
         };
         for m in messages {
             let mut message = aws_lambda_events::sqs::SqsMessage::default();
-            message.message_id = m.message_id.clone();
-            message.body = m.body.clone();
+            message.message_id = Some(m.message_id);
+            message.body = Some(m.body);
             let done = intent_worker::process_message(&state, &message).await;
             shared::outbox::events_written(&state).await;
-            if done && let Some(handle) = m.receipt_handle() {
-                let _ = sqs.delete_message().queue_url(&queue_url).receipt_handle(handle).send().await;
+            if done && let Err(error) = sqs.delete_message(&queue_url, &m.receipt_handle).await {
+                tracing::warn!(%error, "delete failed: the message comes back after its visibility timeout");
             }
         }
     }

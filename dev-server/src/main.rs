@@ -39,7 +39,7 @@ async fn run() -> Result<(), StartupError> {
     // Intents: a real SQS queue when one is named, else an in-process one.
     match env("INTENTS_QUEUE_URL") {
         Some(url) => {
-            let sqs = shared::outbox::sqs_client_from_env();
+            let sqs = shared::sqs::Sqs::from_env();
             state = state.with_intents(Queue::Sqs(SqsPublisher::new(sqs.clone(), url.clone())));
             background.push(tokio::spawn(dev_server::run_intent_worker_on_sqs(state.clone(), sqs, url)));
         }

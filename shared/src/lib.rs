@@ -36,6 +36,8 @@
 //!   (`breaker`) and the shared single-flight read cache (`cache`).
 //! - [`outbox`]: the relay (after commit and from the sweeper) to SQS, with its
 //!   publishers and the one message type of both queues (`Envelope`).
+//! - `sqs` (the `sqs` feature): the SQS client the publishers and the notifier call,
+//!   signed with Signature Version 4 (`sigv4`).
 //! - [`notify`]: signed webhooks (Standard Webhooks 1.0): the signature, the retry
 //!   schedule, delivery of one event to the endpoints that want it, the delivery log and
 //!   disabling (`webhook_endpoints`, `webhook_deliveries`, `webhook_delivery_attempts`,
@@ -59,6 +61,8 @@ pub mod intents;
 pub mod metrics;
 pub mod notify;
 pub mod outbox;
+#[cfg(feature = "sqs")]
+pub mod sqs;
 pub mod upstream;
 
 pub use clock::{Clock, SystemClock};

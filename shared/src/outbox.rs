@@ -180,30 +180,42 @@ pub async fn publishing<T>(state: &crate::AppState, work: impl Future<Output = T
         events_written(state).await;
         return outcome;
     };
-    let (outcome, leased) = LEASED
-        .scope(RefCell::new(Vec::new()), async {
+    let (outcome, written) = WRITTEN
+        .scope(RefCell::new(Written::Unknown), async {
             let outcome = work.await;
-            (outcome, LEASED.with(RefCell::take))
+            (outcome, WRITTEN.with(RefCell::take))
         })
         .await;
-    let run = if leased.is_empty() {
-        relay(&state.pool, state.clock.as_ref(), queue, Topic::Events, Duration::ZERO).await
-    } else {
-        let mut report = RelayReport::default();
-        publish_claimed(&state.pool, state.clock.as_ref(), queue, &leased, &mut report).await.map(|_| report)
-    };
-    // Unpublished rows stay: the next request's relay, or the sweep's, sends them (a
-    // claimed one once its lease has passed).
-    if let Err(e) = run {
-        tracing::warn!(error = %e, "could not publish events; the next relay will");
+    match written {
+        Written::Unknown => events_written(state).await,
+        Written::Nothing => {}
+        Written::Leased(events) => {
+            let mut report = RelayReport::default();
+            let run = publish_claimed(&state.pool, state.clock.as_ref(), queue, &events, &mut report).await;
+            // A leased event left unpublished goes with a relay once its lease has passed.
+            if let Err(e) = run {
+                tracing::warn!(error = %e, "could not publish events; the next relay will");
+            }
+        }
     }
     outcome
 }
 
+/// What a request in [`publishing`]'s scope is known to have written of events.
+#[derive(Default)]
+enum Written {
+    /// Maybe some: a claim after the request publishes them.
+    #[default]
+    Unknown,
+    /// Its events, written with [`lease_for_this_request`]'s lease, handed over by
+    /// [`leased`]: the request publishes them.
+    Leased(Vec<outbox::Event>),
+    /// None: the request settled by a statement that wrote no event ([`wrote_no_event`]).
+    Nothing,
+}
+
 tokio::task_local! {
-    /// The events written in [`publishing`]'s scope with [`lease_for_this_request`]'s
-    /// lease, handed over by [`leased`].
-    static LEASED: RefCell<Vec<outbox::Event>>;
+    static WRITTEN: RefCell<Written>;
 }
 
 /// The lease of an event written now that the request writing it publishes itself:
@@ -216,13 +228,23 @@ tokio::task_local! {
 /// `reservation_hold`, whose subject is the reservation it makes): no earlier event of
 /// the subject can be waiting, and nothing else the request wrote waits for a claim.
 pub fn lease_for_this_request(now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    LEASED.try_with(|_| now + LEASE).ok()
+    WRITTEN.try_with(|_| now + LEASE).ok()
 }
 
 /// Hands the request an event written with [`lease_for_this_request`]'s lease.
 pub fn leased(event: outbox::Event) {
     // Outside the scope nothing is leased, so nothing is handed over.
-    let _ = LEASED.try_with(|events| events.borrow_mut().push(event));
+    let _ = WRITTEN.try_with(|written| match &mut *written.borrow_mut() {
+        Written::Leased(events) => events.push(event),
+        other => *other = Written::Leased(vec![event]),
+    });
+}
+
+/// Tells the request that the statement settling it wrote no event (the one-statement
+/// hold's 409): it then runs no claim after it. Called only where nothing else of the
+/// request writes after that statement.
+pub fn wrote_no_event() {
+    let _ = WRITTEN.try_with(|written| written.replace(Written::Nothing));
 }
 
 /// After a request that may have written events (any request that changes state),
@@ -233,7 +255,7 @@ pub async fn events_written(state: &crate::AppState) {
         EventsRelay::Background(wake) => wake.notify_one(),
         EventsRelay::AfterRequest(queue) => {
             let run = relay(&state.pool, state.clock.as_ref(), queue, Topic::Events, Duration::ZERO).await;
-            // As in [`publishing`].
+            // Unpublished rows stay: the next request's relay, or the sweep's, sends them.
             if let Err(e) = run {
                 tracing::warn!(error = %e, "could not publish events; the next relay will");
             }
@@ -278,11 +300,11 @@ pub fn backoff(attempts: i32) -> ChronoDuration {
 
 /// Events a claim takes: a relay's rate is about a claim and a mark per batch
 /// (`relay-bench`). A publisher sends a batch in pieces its queue takes (SQS: ten).
-const BATCH: i64 = 100;
+const BATCH: i32 = 100;
 
 /// The oldest due events a claim looks over for subjects' first events: room for the
 /// batches of ten relays at once, each claim passing over the others' subjects.
-const WINDOW: i64 = 1_000;
+const WINDOW: i32 = 1_000;
 
 /// How long a claim keeps other relays off its events (and their subjects' later
 /// ones): past any publish, so that a relay that died is the only reason it runs out.
@@ -307,7 +329,9 @@ pub async fn relay<P: Publisher>(
         if events.is_empty() {
             break;
         }
-        if publish_claimed(pool, clock, publisher, &events, &mut report).await? == 0 {
+        let published_before = report.published;
+        publish_claimed(pool, clock, publisher, &events, &mut report).await?;
+        if report.published == published_before {
             // The queue is refusing everything: leave the rest for the next run.
             break;
         }
@@ -321,14 +345,14 @@ pub async fn relay<P: Publisher>(
 
 /// Publishes claimed events, at most one per subject (so the whole batch may go out
 /// side by side), then marks each published or failed, on a connection taken once the
-/// publisher is done. Returns how many were published.
+/// publisher is done, and counts them in `report`.
 async fn publish_claimed<P: Publisher>(
     pool: &Pool,
     clock: &dyn Clock,
     publisher: &P,
     events: &[outbox::Event],
     report: &mut RelayReport,
-) -> Result<u64, DbError> {
+) -> Result<(), DbError> {
     let envelopes: Vec<Envelope> = events.iter().map(Envelope::from).collect();
     let outcomes = publisher.publish(&envelopes).await;
     let client = pool.get().await?;
@@ -344,111 +368,37 @@ async fn publish_claimed<P: Publisher>(
             }
         }
     }
-    if delivered.is_empty() {
-        return Ok(0);
+    if !delivered.is_empty() {
+        report.published += outbox::mark_published(&client, &delivered, clock.now()).await?;
     }
-    let published = outbox::mark_published(&client, &delivered, clock.now()).await?;
-    report.published += published;
-    Ok(published)
+    Ok(())
 }
 
 #[cfg(feature = "sqs")]
-pub use sqs::{SqsPublisher, client as sqs_client, client_from_env as sqs_client_from_env};
+pub use sqs::SqsPublisher;
 
 #[cfg(feature = "sqs")]
 mod sqs {
     use super::{Envelope, Publisher};
-    use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
-    use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+    use crate::sqs::{Entry, Sqs};
 
     /// Publishes to an SQS queue with SendMessageBatch. On a FIFO queue the subject is
     /// the message group (one reservation's events stay in order) and the event id is
     /// the deduplication id.
     pub struct SqsPublisher {
-        client: aws_sdk_sqs::Client,
+        sqs: Sqs,
         queue_url: String,
     }
 
     impl SqsPublisher {
-        pub fn new(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
-            Self { client, queue_url }
+        pub fn new(sqs: Sqs, queue_url: String) -> Self {
+            Self { sqs, queue_url }
         }
 
-        /// A publisher with [`client_from_env`].
+        /// A publisher with [`Sqs::from_env`].
         pub fn from_env(queue_url: String) -> Self {
-            Self::new(client_from_env(), queue_url)
+            Self::new(Sqs::from_env(), queue_url)
         }
-    }
-
-    /// An SQS client from a Lambda's environment, built without I/O: the region from
-    /// `AWS_REGION` (or `AWS_DEFAULT_REGION`), the function role's credentials from
-    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN` (which the
-    /// Lambda service sets for the life of the execution environment), and
-    /// `AWS_ENDPOINT_URL_SQS` (or `AWS_ENDPOINT_URL`) for a local endpoint such as moto.
-    /// Built once per process: the intents' and the events' publishers share it.
-    pub fn client_from_env() -> aws_sdk_sqs::Client {
-        static CLIENT: std::sync::OnceLock<aws_sdk_sqs::Client> = std::sync::OnceLock::new();
-        CLIENT.get_or_init(build_client_from_env).clone()
-    }
-
-    fn build_client_from_env() -> aws_sdk_sqs::Client {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let credentials = Credentials::new(
-            var("AWS_ACCESS_KEY_ID").unwrap_or_default(),
-            var("AWS_SECRET_ACCESS_KEY").unwrap_or_default(),
-            var("AWS_SESSION_TOKEN"),
-            None,
-            "environment",
-        );
-        let region = var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION")).unwrap_or_else(|| "us-east-1".into());
-        client(region, credentials, var("AWS_ENDPOINT_URL_SQS").or_else(|| var("AWS_ENDPOINT_URL")))
-    }
-
-    /// An SQS client over rustls on ring, trusting Mozilla's roots (see [`trust_store`]).
-    pub fn client(region: String, credentials: Credentials, endpoint: Option<String>) -> aws_sdk_sqs::Client {
-        use aws_smithy_http_client::tls::{Provider, TlsContext, rustls_provider::CryptoMode};
-        let tls = TlsContext::builder().with_trust_store(trust_store()).build().expect("a trust store is all it takes");
-        let http = aws_smithy_http_client::Builder::new()
-            .tls_provider(Provider::Rustls(CryptoMode::Ring))
-            .tls_context(tls)
-            .build_https();
-        let mut config = aws_sdk_sqs::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(region))
-            .credentials_provider(credentials)
-            .http_client(http);
-        if let Some(url) = endpoint {
-            config = config.endpoint_url(url);
-        }
-        aws_sdk_sqs::Client::from_conf(config.build())
-    }
-
-    /// Mozilla's roots, compiled in, as the database and upstream clients trust them
-    /// (webpki-roots). The SDK's default store is the system's, which it reads when the
-    /// client is built: 146 files of /etc/ssl/certs here, 1-4 ms of a cold start's init,
-    /// I/O that init must not do. The SDK takes extra roots as PEM only, so each root's
-    /// DER is wrapped in PEM; it parses them back when it makes its TLS configuration.
-    fn trust_store() -> aws_smithy_http_client::tls::TrustStore {
-        let mut store = aws_smithy_http_client::tls::TrustStore::empty();
-        for pem in roots_as_pem() {
-            store.add_pem_certificate(pem);
-        }
-        store
-    }
-
-    fn roots_as_pem() -> impl Iterator<Item = String> {
-        use base64::Engine;
-        webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().map(|root| {
-            let body = base64::engine::general_purpose::STANDARD.encode(root.as_ref());
-            let mut pem = String::with_capacity(body.len() + body.len() / 64 + 64);
-            pem.push_str("-----BEGIN CERTIFICATE-----\n");
-            for line in body.as_bytes().chunks(64) {
-                pem.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
-                pem.push('\n');
-            }
-            pem.push_str("-----END CERTIFICATE-----\n");
-            pem
-        })
     }
 
     /// SendMessageBatch takes at most ten messages.
@@ -459,38 +409,28 @@ mod sqs {
         /// one event per subject (message group), so no two sends race within a group.
         async fn publish(&self, batch: &[Envelope]) -> Vec<Result<(), String>> {
             let fifo = self.queue_url.ends_with(".fifo");
-            let mut sends = Vec::new();
-            for chunk in batch.chunks(SEND_MAX) {
-                let mut entries = Vec::with_capacity(chunk.len());
-                for (i, e) in chunk.iter().enumerate() {
-                    let body = serde_json::to_string(e).expect("envelopes serialize");
-                    let mut entry = SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body);
-                    if fifo {
-                        entry =
-                            entry.message_group_id(e.subject_id.to_string()).message_deduplication_id(e.id.to_string());
-                    }
-                    match entry.build() {
-                        Ok(entry) => entries.push(entry),
-                        Err(err) => return batch.iter().map(|_| Err(err.to_string())).collect(),
-                    }
-                }
-                let send =
-                    self.client.send_message_batch().queue_url(&self.queue_url).set_entries(Some(entries)).send();
-                sends.push((chunk.len(), tokio::spawn(send)));
-            }
+            let sends = batch.chunks(SEND_MAX).map(|chunk| {
+                let entries: Vec<Entry> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| Entry {
+                        id: i.to_string(),
+                        message_body: serde_json::to_string(e).expect("envelopes serialize"),
+                        group: fifo.then(|| e.subject_id.to_string()),
+                        deduplication: fifo.then(|| e.id.to_string()),
+                    })
+                    .collect();
+                async move { (chunk.len(), self.sqs.send_message_batch(&self.queue_url, &entries).await) }
+            });
             let mut outcomes = Vec::with_capacity(batch.len());
-            for (len, send) in sends {
-                match send.await {
+            for (len, sent) in futures::future::join_all(sends).await {
+                match sent {
                     Err(err) => outcomes.extend((0..len).map(|_| Err(err.to_string()))),
-                    Ok(Err(err)) => {
-                        let reason = aws_sdk_sqs::error::DisplayErrorContext(&err).to_string();
-                        outcomes.extend((0..len).map(|_| Err(reason.clone())));
-                    }
-                    Ok(Ok(out)) => {
+                    Ok(refused) => {
                         let mut sent: Vec<Result<(), String>> = vec![Ok(()); len];
-                        for failed in out.failed() {
-                            if let Some(slot) = failed.id().parse::<usize>().ok().and_then(|i| sent.get_mut(i)) {
-                                *slot = Err(format!("{}: {}", failed.code(), failed.message().unwrap_or("")));
+                        for r in refused {
+                            if let Some(slot) = r.id.parse::<usize>().ok().and_then(|i| sent.get_mut(i)) {
+                                *slot = Err(format!("{}: {}", r.code, r.message.unwrap_or_default()));
                             }
                         }
                         outcomes.extend(sent);
@@ -498,39 +438,6 @@ mod sqs {
                 }
             }
             outcomes
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        /// The read() calls this thread has made so far (`syscr` of /proc/thread-self/io):
-        /// the thread's own, so the other tests running beside it do not count.
-        fn reads_so_far() -> u64 {
-            let io = std::fs::read_to_string("/proc/thread-self/io").expect("Linux's per-thread I/O counters");
-            io.lines().find_map(|l| l.strip_prefix("syscr: ")).and_then(|n| n.parse().ok()).expect("a syscr line")
-        }
-
-        #[test]
-        fn building_the_sqs_client_reads_no_file() {
-            let before = reads_so_far();
-            let client = client("eu-west-1".into(), Credentials::new("a", "b", None, None, "test"), None);
-            // Reading the counters once takes a read() or two of its own.
-            let reads = reads_so_far() - before;
-            assert!(reads <= 4, "building the client made {reads} read() calls");
-            drop(client);
-        }
-
-        #[test]
-        fn each_root_reads_back_from_its_pem_as_the_same_certificate() {
-            use rustls::pki_types::{CertificateDer, pem::PemObject};
-            let pems: Vec<String> = roots_as_pem().collect();
-            assert!(pems.len() > 100, "Mozilla's store has well over a hundred roots");
-            for (pem, root) in pems.iter().zip(webpki_root_certs::TLS_SERVER_ROOT_CERTS) {
-                let read = CertificateDer::from_pem_slice(pem.as_bytes()).expect("a PEM certificate");
-                assert_eq!(read.as_ref(), root.as_ref());
-            }
         }
     }
 }

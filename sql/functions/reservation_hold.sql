@@ -31,8 +31,8 @@
 --
 -- The event's lease (`p_event_lease`): when the caller publishes the event itself
 -- before it answers, the event is written claimed until then, so no relay takes it,
--- and the row returns its payload (`event`). Its subject is the new reservation, so
--- no earlier event of the subject can be waiting.
+-- and the row returns it (`event`: its kind and payload). Its subject is the new
+-- reservation, so no earlier event of the subject can be waiting.
 CREATE OR REPLACE FUNCTION reservation_hold(
     p_id uuid, p_resource uuid, p_owner text, p_start timestamptz, p_end timestamptz, p_quantity integer,
     p_confirm boolean, p_now timestamptz, p_metadata jsonb, p_event_id uuid,
@@ -182,7 +182,8 @@ BEGIN
                     o.id, reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity,
                                             o.status, o.source, o.failure_reason, o.metadata, o.acted_by),
                     p_now, p_now, p_event_lease)
-            RETURNING CASE WHEN p_event_lease IS NOT NULL THEN outbox.payload END INTO o.event;
+            RETURNING CASE WHEN p_event_lease IS NOT NULL
+                           THEN jsonb_build_object('kind', outbox.kind, 'payload', outbox.payload) END INTO o.event;
             o.outcome := 'reserved';
             EXIT hold;
         END IF;
@@ -343,7 +344,8 @@ BEGIN
                 reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status,
                                   o.source, o.failure_reason, o.metadata, o.acted_by),
                 p_now, p_now, p_event_lease)
-        RETURNING CASE WHEN p_event_lease IS NOT NULL THEN outbox.payload END INTO o.event;
+        RETURNING CASE WHEN p_event_lease IS NOT NULL
+                       THEN jsonb_build_object('kind', outbox.kind, 'payload', outbox.payload) END INTO o.event;
         o.outcome := 'reserved';
     END;
 

@@ -20,6 +20,7 @@ use reqwest::{RequestBuilder, StatusCode};
 use serde_json::{Value, json};
 use shared::clock::ManualClock;
 use shared::config::{Config, Defaults};
+use shared::sqs::Sqs;
 use shared::{AppState, Clock, SystemClock};
 use std::sync::Arc;
 use tokio_postgres::NoTls;
@@ -598,22 +599,14 @@ impl Moto {
         panic!("moto did not start on port {port}");
     }
 
-    pub async fn sqs(&self) -> aws_sdk_sqs::Client {
-        shared::outbox::sqs_client(
-            "us-east-1".into(),
-            aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests"),
-            Some(self.endpoint.clone()),
-        )
+    pub async fn sqs(&self) -> Sqs {
+        sqs_at(self.endpoint.clone())
     }
 
     /// Creates a queue and returns its URL.
     pub async fn queue(&self, name: &str) -> String {
-        let sqs = self.sqs().await;
-        let mut req = sqs.create_queue().queue_name(name);
-        if name.ends_with(".fifo") {
-            req = req.attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true");
-        }
-        req.send().await.unwrap().queue_url().unwrap().to_string()
+        let fifo: &[(&str, &str)] = if name.ends_with(".fifo") { &[("FifoQueue", "true")] } else { &[] };
+        self.sqs().await.create_queue(name, fifo).await.unwrap()
     }
 
     /// Every message on the queue, received until it stays empty.
@@ -622,24 +615,28 @@ impl Moto {
         let mut out = Vec::new();
         let mut empty = 0;
         while empty < 2 {
-            let got = sqs.receive_message().queue_url(queue_url).max_number_of_messages(10).send().await.unwrap();
-            let messages = got.messages();
+            let messages = sqs.receive_message(queue_url, 10, 0).await.unwrap();
             if messages.is_empty() {
                 empty += 1;
                 continue;
             }
             for m in messages {
-                out.push(serde_json::from_str(m.body().unwrap()).unwrap());
-                sqs.delete_message()
-                    .queue_url(queue_url)
-                    .receipt_handle(m.receipt_handle().unwrap())
-                    .send()
-                    .await
-                    .unwrap();
+                out.push(serde_json::from_str(&m.body).unwrap());
+                sqs.delete_message(queue_url, &m.receipt_handle).await.unwrap();
             }
         }
         out
     }
+}
+
+/// An SQS client of the endpoint at `endpoint`, with moto's test credentials.
+pub fn sqs_at(endpoint: String) -> Sqs {
+    let credentials = shared::sqs::Credentials {
+        access_key_id: "test".into(),
+        secret_access_key: "test".into(),
+        session_token: None,
+    };
+    Sqs::new("us-east-1".into(), credentials, Some(endpoint))
 }
 
 impl Drop for Moto {

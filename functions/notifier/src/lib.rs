@@ -36,7 +36,7 @@ pub struct Notifier {
 
 /// The queue the messages come from (`EVENTS_QUEUE_URL`).
 pub struct EventsQueue {
-    pub sqs: aws_sdk_sqs::Client,
+    pub sqs: shared::sqs::Sqs,
     pub url: String,
 }
 
@@ -46,7 +46,7 @@ impl Notifier {
         let queue = std::env::var("EVENTS_QUEUE_URL")
             .ok()
             .filter(|url| !url.is_empty())
-            .map(|url| EventsQueue { sqs: shared::outbox::sqs_client_from_env(), url });
+            .map(|url| EventsQueue { sqs: shared::sqs::Sqs::from_env(), url });
         Notifier { state, sender: Sender::new(Sender::DEFAULT_TIMEOUT), queue }
     }
 }
@@ -62,10 +62,7 @@ async fn back_off(notifier: &Notifier, message: &SqsMessage, wait: Duration) {
     let (Some(queue), Some(receipt)) = (&notifier.queue, message.receipt_handle.as_deref()) else { return };
     // SQS hides a message for 12 hours at most; the schedule's longest wait is less.
     let seconds = i32::try_from(wait.num_seconds().clamp(0, 43_200)).unwrap_or(43_200);
-    let changed =
-        queue.sqs.change_message_visibility().queue_url(&queue.url).receipt_handle(receipt).visibility_timeout(seconds);
-    if let Err(e) = changed.send().await {
-        let error = aws_sdk_sqs::error::DisplayErrorContext(&e).to_string();
+    if let Err(error) = queue.sqs.change_message_visibility(&queue.url, receipt, seconds).await {
         tracing::warn!(message_id = message.message_id.as_deref(), %error, "could not set the message's backoff");
     }
 }

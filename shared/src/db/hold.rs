@@ -17,7 +17,7 @@ use super::idempotency::Answering;
 use super::outbox::Event;
 use super::reservations::{columns, from_row};
 use super::{DbError, GenericClient};
-use crate::domain::{EventKind, Metadata, Reservation};
+use crate::domain::{Metadata, Reservation};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 use super::run::Param;
@@ -205,21 +205,32 @@ pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'
     }
 }
 
+/// The event a hold wrote leased to its request: its kind and payload as the outbox
+/// row has them.
+#[derive(serde::Deserialize)]
+struct LeasedEvent {
+    kind: String,
+    payload: serde_json::Value,
+}
+
 /// The statement's outcome; a reservation's event leased at write goes to the request
 /// ([`crate::outbox::leased`]).
 fn hold_of(row: &Row, h: &NewHold<'_>) -> Result<Hold, DbError> {
     Ok(match row.try_get::<_, &str>("outcome")? {
         "reserved" => {
             let r = from_row(row)?;
-            if let Some(payload) = row.try_get::<_, Option<serde_json::Value>>("event")? {
-                let kind = EventKind::of_status(r.status)
-                    .ok_or_else(|| DbError::Corrupt(format!("a hold's event for status {:?}", r.status)))?;
+            if let Some(Json(LeasedEvent { kind, payload })) = row.try_get("event")? {
+                let kind = kind.parse()?;
                 let event = Event { id: h.event_id, kind, subject_id: r.id, payload, created_at: h.now, attempts: 0 };
                 crate::outbox::leased(event);
             }
             Hold::Reserved(r)
         }
-        "unavailable" => Hold::Unavailable,
+        "unavailable" => {
+            // The range is taken: the request's answer, and no event written.
+            crate::outbox::wrote_no_event();
+            Hold::Unavailable
+        }
         "not_found" => Hold::NotFound,
         "too_many" => Hold::TooMany { capacity: row.try_get("capacity")? },
         "general" => Hold::GeneralPath { rules_version: row.try_get("rules_version")? },

@@ -18,33 +18,16 @@ statements![
     INSERT_INTENT_MESSAGE,
 ];
 
-/// Claims up to `$2` due events for the relay (`$5`: the lease's end), at most one per
-/// subject: each subject's first due event in the window of the `$4` oldest, unless
-/// another relay's lease or claim holds it, in which case the subject waits. So relays
-/// may run side by side and still send a subject's events one after another, in order
-/// of writing. The subjects a refused event stalls ([`MARK_FAILED`]) wait too. The
-/// candidates are locked by primary key (in order of id, which is time-ordered), so a
-/// claim reads about its window and its batch, whatever the backlog.
+/// Claims up to `$4` due events of topic `$1` for a relay, leased until `$6`, at most
+/// one per subject, in order of writing (`$5`: the window of oldest events it looks at).
+/// The rules, and why the claim is a function, are in
+/// `sql/functions/outbox_claim_due.sql`.
 ///
 /// The claim is a statement of its own: the relay publishes with no transaction open,
 /// then marks. A relay that dies on the way leaves its events to the next claim after
-/// the lease, which sends them again with the same ids (at least once). Writers commit
-/// a subject's events in order of `seq` (they hold the subject's row lock), so a
-/// window that sees an event sees its subject's earlier ones.
-pub const CLAIM_DUE: &str = "WITH due AS MATERIALIZED ( \
-       SELECT o.id, o.subject_id, o.seq, o.claimed_until FROM outbox o \
-       WHERE o.topic = $3 AND o.published_at IS NULL AND o.next_attempt_at <= $1 \
-         AND NOT EXISTS (SELECT 1 FROM outbox_stalled_subjects s \
-                         WHERE s.topic = o.topic AND s.subject_id = o.subject_id AND s.head_seq < o.seq) \
-       ORDER BY o.seq LIMIT $4), \
-     heads AS MATERIALIZED (SELECT DISTINCT ON (subject_id) id, claimed_until FROM due ORDER BY subject_id, seq), \
-     claimable AS ( \
-       SELECT o.id FROM outbox o \
-       WHERE o.id = ANY (ARRAY(SELECT id FROM heads WHERE claimed_until IS NULL OR claimed_until <= $1)) \
-         AND o.published_at IS NULL AND (o.claimed_until IS NULL OR o.claimed_until <= $1) \
-       LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED) \
-     UPDATE outbox o SET claimed_until = $5 FROM claimable c WHERE o.id = c.id \
-     RETURNING o.id, o.seq, o.kind, o.subject_id, o.payload, o.created_at, o.attempts";
+/// the lease, which sends them again with the same ids (at least once).
+pub const CLAIM_DUE: &str = "SELECT id, kind, subject_id, payload, created_at, attempts \
+     FROM outbox_claim_due($1, $2, $3, $4, $5)";
 
 /// Marks events published, and lets go of the subjects they stalled.
 pub const MARK_PUBLISHED: &str = "WITH published AS ( \
@@ -111,27 +94,23 @@ pub async fn claim_due(
     topic: Topic,
     now: DateTime<Utc>,
     lease_until: DateTime<Utc>,
-    limit: i64,
-    window: i64,
+    limit: i32,
+    window: i32,
 ) -> Result<Vec<Event>, DbError> {
-    let mut events = c
-        .rows(CLAIM_DUE, &[&now, &limit, &topic.as_str(), &window, &lease_until])
+    c.rows(CLAIM_DUE, &[&topic.as_str(), &now, &limit, &window, &lease_until])
         .await?
         .iter()
         .map(|r| {
-            let event = Event {
+            Ok(Event {
                 id: r.try_get("id")?,
                 kind: r.try_get::<_, &str>("kind")?.parse()?,
                 subject_id: r.try_get("subject_id")?,
                 payload: r.try_get("payload")?,
                 created_at: r.try_get("created_at")?,
                 attempts: r.try_get("attempts")?,
-            };
-            Ok((r.try_get::<_, i64>("seq")?, event))
+            })
         })
-        .collect::<Result<Vec<_>, DbError>>()?;
-    events.sort_by_key(|(seq, _)| *seq);
-    Ok(events.into_iter().map(|(_, event)| event).collect())
+        .collect()
 }
 
 pub async fn mark_published(c: &impl GenericClient, ids: &[Uuid], now: DateTime<Utc>) -> Result<u64, DbError> {

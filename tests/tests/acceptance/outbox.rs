@@ -192,12 +192,8 @@ async fn an_unreachable_queue_loses_nothing() {
     let room = app.resource(1).await;
     let (s, e) = hours(10, 11);
     app.reserve("alice", room, (&s, &e), 1).await;
-    let client = shared::outbox::sqs_client(
-        "us-east-1".into(),
-        aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests"),
-        Some("http://127.0.0.1:1".into()),
-    );
-    let publisher = SqsPublisher::new(client, "http://127.0.0.1:1/000000000000/events".into());
+    let sqs = acceptance::sqs_at("http://127.0.0.1:1".into());
+    let publisher = SqsPublisher::new(sqs, "http://127.0.0.1:1/000000000000/events".into());
     let report = app.relay_to(&publisher, Topic::Events).await;
     assert_eq!((report.published, report.failed), (0, 1));
     let row = app
@@ -207,6 +203,20 @@ async fn an_unreachable_queue_loses_nothing() {
         .await
         .unwrap();
     assert_eq!((row.get::<_, i32>(0), row.get::<_, bool>(1), row.get::<_, bool>(2)), (1, true, true));
+}
+
+#[tokio::test]
+async fn a_queue_sqs_does_not_know_fails_the_publish_with_the_reason_sqs_gave() {
+    let moto = Moto::start().await;
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    let (s, e) = hours(10, 11);
+    app.reserve("alice", room, (&s, &e), 1).await;
+    let missing = format!("{}/000000000000/no-such-queue", moto.endpoint);
+    let report = app.relay_to(&SqsPublisher::new(moto.sqs().await, missing), Topic::Events).await;
+    assert_eq!((report.published, report.failed), (0, 1));
+    let error: String = app.db().await.query_one("SELECT last_error FROM outbox", &[]).await.unwrap().get("last_error");
+    assert!(error.contains("QueueDoesNotExist"), "{error}");
 }
 
 #[tokio::test]
@@ -305,6 +315,46 @@ async fn a_refused_event_holds_back_its_subjects_later_events_and_no_one_elses()
 
 /// Writes `per_subject` events for each subject, round by round (every subject's first,
 /// then every subject's second ...), as `reservation.updated` with `n` its round.
+/// A claim reads its window from the index in order of writing, with a plain index
+/// scan, whose reads mark the entries of published events dead so that later claims
+/// skip them, even on a table nothing has analyzed. The planner without statistics
+/// preferred a bitmap scan, which reads every entry at every claim and marks none
+/// (docs/design.md, "The claim reads the index in order"). Whether an entry can be
+/// marked also depends on every other transaction of the database (it must be dead to
+/// all of them), so the test checks the plan's kind: a bitmap scan fetches no row
+/// through the index's own counter.
+#[tokio::test]
+async fn a_claim_reads_the_index_in_order_even_on_a_table_never_analyzed() {
+    // 200,000 events (without statistics, the planner's choice depends on the table's
+    // size), all but one per subject published.
+    const PER_SUBJECT: i32 = 20_000;
+    let app = TestApp::spawn().await;
+    let subjects: Vec<Uuid> = (0..10).map(|_| Uuid::now_v7()).collect();
+    let now = Utc::now();
+    write_events(&app, &subjects, PER_SUBJECT, now).await;
+    let db = app.db().await;
+    let last_of_each = "SELECT max(seq) FROM outbox GROUP BY subject_id";
+    let sql = format!("UPDATE outbox SET published_at = $1 WHERE seq NOT IN ({last_of_each})");
+    assert_eq!(db.execute(&sql, &[&now]).await.unwrap(), 10 * (PER_SUBJECT as u64 - 1));
+    let sql = "SELECT last_analyze IS NULL AND last_autoanalyze IS NULL FROM pg_stat_user_tables \
+               WHERE relname = 'outbox'";
+    assert!(db.query_one(sql, &[]).await.unwrap().get::<_, bool>(0), "never analyzed");
+    // The rows fetched by plain scans of the index (flushed when a statement ends).
+    let fetched = || async {
+        db.query_one("SELECT pg_stat_force_next_flush()", &[]).await.unwrap();
+        let sql = "SELECT idx_tup_fetch FROM pg_stat_user_indexes WHERE indexrelname = 'outbox_unpublished_idx'";
+        db.query_one(sql, &[]).await.unwrap().get::<_, i64>(0)
+    };
+    let claim = || shared::db::outbox::claim_due(&db, Topic::Events, now, now + Duration::seconds(30), 100, 1000);
+
+    let before = fetched().await;
+    assert_eq!(claim().await.unwrap().len(), 10, "each subject's last event");
+    let after_first = fetched().await;
+    assert!(after_first - before >= 10, "the claim read the index in order, not by a bitmap");
+    assert_eq!(claim().await.unwrap().len(), 0, "leased to the first claim");
+    assert!(fetched().await - after_first >= 10, "so did the next");
+}
+
 async fn write_events(app: &TestApp, subjects: &[Uuid], per_subject: i32, at: chrono::DateTime<Utc>) {
     app.db()
         .await
@@ -492,6 +542,26 @@ async fn a_hold_publishes_the_event_it_wrote_without_claiming_any() {
     let relayed: HashSet<Uuid> = std::iter::from_fn(|| queue.try_recv().ok()).map(|e| e.subject_id).collect();
     assert_eq!(relayed, HashSet::from([waiting, id]), "the confirm's relay sends the waiting event with its own");
     assert_eq!(shared::db::outbox::pending(&db).await.unwrap(), 0);
+}
+
+/// A hold the one statement refuses writes no event: its request publishes nothing and
+/// claims nothing, and other due events wait for the next relay that claims.
+#[tokio::test]
+async fn a_refused_hold_claims_nothing_after_it() {
+    let (app, mut queue) = publishing_after_each_request(acceptance::Options::default()).await;
+    let room = app.resource(1).await;
+    app.hold("alice", room, 10, 11).await;
+    queue.try_recv().expect("alice's hold published its event");
+    let waiting = Uuid::now_v7();
+    write_events(&app, &[waiting], 1, Utc::now()).await;
+
+    let (s, e) = hours(10, 11);
+    assert_eq!(app.reserve("bob", room, (&s, &e), 1).await.0, StatusCode::CONFLICT);
+
+    assert!(queue.try_recv().is_err(), "bob's refusal published nothing");
+    let unclaimed =
+        app.count("SELECT count(*) FROM outbox WHERE subject_id = $1 AND claimed_until IS NULL", &[&waiting]).await;
+    assert_eq!(unclaimed, 1, "bob's request claimed nothing");
 }
 
 /// A hold whose function cannot publish its event still answers 201; the event, let go

@@ -82,8 +82,7 @@ async fn a_burst_of_one_hundred_bookings_of_one_seat_costs_one_upstream_write() 
         async move {
             let mut handled = 0;
             for _ in 0..3 {
-                let got = sqs.receive_message().queue_url(&queue).max_number_of_messages(2).send().await.unwrap();
-                let messages = got.messages().to_vec();
+                let messages = sqs.receive_message(&queue, 2, 0).await.unwrap();
                 if messages.is_empty() {
                     continue;
                 }
@@ -91,20 +90,15 @@ async fn a_burst_of_one_hundred_bookings_of_one_seat_costs_one_upstream_write() 
                     .iter()
                     .map(|m| {
                         let mut r = aws_lambda_events::sqs::SqsMessage::default();
-                        r.message_id = m.message_id.clone();
-                        r.body = m.body.clone();
+                        r.message_id = Some(m.message_id.clone());
+                        r.body = Some(m.body.clone());
                         r
                     })
                     .collect();
                 let response = invoke_worker(&state, records).await;
                 assert!(response.batch_item_failures.is_empty());
                 for m in &messages {
-                    sqs.delete_message()
-                        .queue_url(&queue)
-                        .receipt_handle(m.receipt_handle().unwrap())
-                        .send()
-                        .await
-                        .unwrap();
+                    sqs.delete_message(&queue, &m.receipt_handle).await.unwrap();
                 }
                 handled += messages.len();
             }

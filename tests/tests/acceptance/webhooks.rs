@@ -549,17 +549,7 @@ async fn a_refused_message_is_hidden_on_the_events_queue_for_its_backoff_instead
     // backoff keeps it away.
     let moto = acceptance::Moto::start().await;
     let sqs = moto.sqs().await;
-    let url = sqs
-        .create_queue()
-        .queue_name("events.fifo")
-        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
-        .attributes(aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout, "0")
-        .send()
-        .await
-        .unwrap()
-        .queue_url()
-        .unwrap()
-        .to_string();
+    let url = sqs.create_queue("events.fifo", &[("FifoQueue", "true"), ("VisibilityTimeout", "0")]).await.unwrap();
     shared::outbox::Publisher::publish(
         &shared::outbox::SqsPublisher::new(sqs.clone(), url.clone()),
         std::slice::from_ref(&event),
@@ -567,21 +557,13 @@ async fn a_refused_message_is_hidden_on_the_events_queue_for_its_backoff_instead
     .await
     .into_iter()
     .for_each(|sent| sent.unwrap());
-    let receive = || async {
-        let got = sqs
-            .receive_message()
-            .queue_url(&url)
-            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
-            .send()
-            .await
-            .unwrap();
-        got.messages().to_vec()
-    };
+    let receive = || async { sqs.receive_message(&url, 10, 0).await.unwrap() };
     let received = receive().await;
     assert_eq!(received.len(), 1);
+    assert_eq!(received[0].attributes.get("ApproximateReceiveCount").map(String::as_str), Some("1"));
     let mut msg = message(&event);
-    msg.message_id = received[0].message_id().map(str::to_string);
-    msg.receipt_handle = received[0].receipt_handle().map(str::to_string);
+    msg.message_id = Some(received[0].message_id.clone());
+    msg.receipt_handle = Some(received[0].receipt_handle.clone());
     msg.attributes.insert("ApproximateReceiveCount".into(), "1".into());
     let notifier = Notifier {
         queue: Some(notifier::EventsQueue { sqs: sqs.clone(), url: url.clone() }),
@@ -590,7 +572,7 @@ async fn a_refused_message_is_hidden_on_the_events_queue_for_its_backoff_instead
 
     let failures = handle(&notifier, vec![msg]).await;
 
-    assert_eq!(failures, [received[0].message_id().unwrap().to_string()], "the refused message is a failure");
+    assert_eq!(failures, [received[0].message_id.clone()], "the refused message is a failure");
     assert_eq!(down.seen().len(), 1);
     assert!(
         receive().await.is_empty(),
