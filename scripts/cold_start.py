@@ -365,11 +365,14 @@ class Database:
             self.url = admin_url.rstrip("/") + "/" + self.name
         atexit.register(self.drop)
         # The migration step: the migrations in version order, then every function in
-        # one transaction (shared::db::migrate).
+        # one transaction with check_function_bodies off, so that a body naming a
+        # function of a later file is resolved when it first runs (shared::db::migrate).
         migrations = sorted(ROOT.glob("migrations/V*.sql"), key=lambda p: int(p.name[1:].split("__")[0]))
         functions = sorted(ROOT.glob("sql/functions/*.sql"))
         steps = [(m.name, m.read_text()) for m in migrations]
-        steps.append(("sql/functions", "".join(f.read_text() for f in functions)))
+        steps.append(
+            ("sql/functions", "SET check_function_bodies = off;\n" + "".join(f.read_text() for f in functions))
+        )
         for name, sql in steps:
             r = subprocess.run(
                 ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-1", "-d", self.url, "-f", "-"],

@@ -232,6 +232,7 @@ async fn record(pool: &Pool, attempt: webhooks::NewAttempt<'_>, answer: &Answer)
     {
         tracing::warn!(%endpoint_id, reason = ?disabled.disabled_reason, "webhook endpoint disabled");
         webhooks::insert_disabled_event(&tx, &disabled).await?;
+        crate::outbox::wrote_an_event();
         disabled_now = true;
     }
     tx.commit().await?;

@@ -210,7 +210,7 @@ enum Written {
     /// Its events, written with [`lease_for_this_request`]'s lease, handed over by
     /// [`leased`]: the request publishes them.
     Leased(Vec<outbox::Event>),
-    /// None: the request settled by a statement that wrote no event ([`wrote_no_event`]).
+    /// None ([`wrote_no_event`]): no claim after the request.
     Nothing,
 }
 
@@ -240,11 +240,23 @@ pub fn leased(event: outbox::Event) {
     });
 }
 
-/// Tells the request that the statement settling it wrote no event (the one-statement
-/// hold's 409): it then runs no claim after it. Called only where nothing else of the
-/// request writes after that statement.
+/// Tells the request that it has written no event so far, and that whatever writes one
+/// after this says so ([`wrote_an_event`]): unless one does, no claim runs after the
+/// request. Called where that is plain: by the one-statement hold's refusal, after
+/// which the request writes nothing, and at the start of the notifier's batch, whose
+/// one event (an endpoint disabled) says so.
 pub fn wrote_no_event() {
     let _ = WRITTEN.try_with(|written| written.replace(Written::Nothing));
+}
+
+/// An event written after [`wrote_no_event`]: a claim runs after the request.
+pub fn wrote_an_event() {
+    let _ = WRITTEN.try_with(|written| {
+        let mut written = written.borrow_mut();
+        if matches!(*written, Written::Nothing) {
+            *written = Written::Unknown;
+        }
+    });
 }
 
 /// After a request that may have written events (any request that changes state),

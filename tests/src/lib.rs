@@ -629,6 +629,16 @@ impl Moto {
     }
 }
 
+/// An app whose functions publish the events they write before they answer, as in
+/// AWS, to an in-process queue; and the queue's other end.
+pub async fn publishing_after_each_request(
+    options: Options,
+) -> (TestApp, tokio::sync::mpsc::UnboundedReceiver<shared::outbox::Envelope>) {
+    let (tx, queue) = tokio::sync::mpsc::unbounded_channel();
+    let events = shared::outbox::EventsRelay::AfterRequest(shared::outbox::Queue::Channel(tx));
+    (TestApp::spawn_with(Options { events, ..options }).await, queue)
+}
+
 /// An SQS client of the endpoint at `endpoint`, with moto's test credentials.
 pub fn sqs_at(endpoint: String) -> Sqs {
     let credentials = shared::sqs::Credentials {

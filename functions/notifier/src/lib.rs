@@ -134,28 +134,33 @@ pub fn groups(records: &[SqsMessage]) -> Vec<Vec<usize>> {
 pub async fn handler(notifier: &Notifier, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
     use futures::StreamExt;
     let records = event.payload.records;
-    // Each failed message with its wait; the later messages of its group wait as long.
-    let failed: Vec<Vec<(usize, Option<Duration>)>> =
-        futures::stream::iter(groups(&records).into_iter().map(|group| {
-            let records = &records;
-            async move {
-                for (n, &i) in group.iter().enumerate() {
-                    if let Processed::Again { wait } = process_message(notifier, &records[i]).await {
-                        return group[n..].iter().map(|&j| (j, wait)).collect();
+    // The batch's only event is an endpoint's `webhook.endpoint_disabled`, which says
+    // when it is written: that event goes out before the answer, and a batch that
+    // disabled nothing runs no claim.
+    let mut failed = shared::outbox::publishing(&notifier.state, async {
+        shared::outbox::wrote_no_event();
+        // Each failed message with its wait; the later messages of its group wait as long.
+        let failed: Vec<Vec<(usize, Option<Duration>)>> =
+            futures::stream::iter(groups(&records).into_iter().map(|group| {
+                let records = &records;
+                async move {
+                    for (n, &i) in group.iter().enumerate() {
+                        if let Processed::Again { wait } = process_message(notifier, &records[i]).await {
+                            return group[n..].iter().map(|&j| (j, wait)).collect();
+                        }
                     }
+                    Vec::new()
                 }
-                Vec::new()
-            }
-        }))
-        .buffer_unordered(notifier.state.config.db_pool_size.max(1))
-        .collect()
-        .await;
-    let mut failed: Vec<(usize, Option<Duration>)> = failed.into_iter().flatten().collect();
+            }))
+            .buffer_unordered(notifier.state.config.db_pool_size.max(1))
+            .collect()
+            .await;
+        failed.into_iter().flatten().collect::<Vec<(usize, Option<Duration>)>>()
+    })
+    .await;
     failed.sort_unstable_by_key(|(i, _)| *i);
     futures::future::join_all(failed.iter().filter_map(|&(i, wait)| Some(back_off(notifier, &records[i], wait?))))
         .await;
-    // A disabled endpoint's `webhook.endpoint_disabled` goes out before the answer.
-    shared::outbox::events_written(&notifier.state).await;
     let mut response = SqsBatchResponse::default();
     for (i, _) in failed {
         let mut failure = BatchItemFailure::default();

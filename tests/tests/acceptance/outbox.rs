@@ -479,22 +479,12 @@ async fn the_relay_holds_no_database_connection_while_it_publishes() {
     assert_eq!(*publisher.got_one.lock().unwrap(), [true], "the pool's one connection was free during the publish");
 }
 
-/// An app whose functions publish the events they write before they answer, as in
-/// AWS, to an in-process queue; and the queue's other end.
-async fn publishing_after_each_request(
-    options: acceptance::Options,
-) -> (TestApp, tokio::sync::mpsc::UnboundedReceiver<Envelope>) {
-    let (tx, queue) = tokio::sync::mpsc::unbounded_channel();
-    let events = shared::outbox::EventsRelay::AfterRequest(shared::outbox::Queue::Channel(tx));
-    (TestApp::spawn_with(acceptance::Options { events, ..options }).await, queue)
-}
-
 /// In AWS the function that committed publishes its events before it answers: by the
 /// time the client has the 201, the event is on the queue, with no sweep and no relay
 /// of the process's own.
 #[tokio::test]
 async fn a_function_that_wrote_events_has_published_them_when_it_answers() {
-    let (app, mut queue) = publishing_after_each_request(acceptance::Options::default()).await;
+    let (app, mut queue) = acceptance::publishing_after_each_request(acceptance::Options::default()).await;
     let room = app.resource(1).await;
 
     let held = app.hold("alice", room, 10, 11).await;
@@ -513,7 +503,7 @@ async fn a_function_that_wrote_events_has_published_them_when_it_answers() {
 /// events wait for the next relay that claims (a confirm's here).
 #[tokio::test]
 async fn a_hold_publishes_the_event_it_wrote_without_claiming_any() {
-    let (app, mut queue) = publishing_after_each_request(acceptance::Options::default()).await;
+    let (app, mut queue) = acceptance::publishing_after_each_request(acceptance::Options::default()).await;
     let room = app.resource(1).await;
     let waiting = Uuid::now_v7();
     write_events(&app, &[waiting], 1, Utc::now()).await;
@@ -548,7 +538,7 @@ async fn a_hold_publishes_the_event_it_wrote_without_claiming_any() {
 /// claims nothing, and other due events wait for the next relay that claims.
 #[tokio::test]
 async fn a_refused_hold_claims_nothing_after_it() {
-    let (app, mut queue) = publishing_after_each_request(acceptance::Options::default()).await;
+    let (app, mut queue) = acceptance::publishing_after_each_request(acceptance::Options::default()).await;
     let room = app.resource(1).await;
     app.hold("alice", room, 10, 11).await;
     queue.try_recv().expect("alice's hold published its event");
@@ -570,7 +560,8 @@ async fn a_refused_hold_claims_nothing_after_it() {
 async fn a_held_event_its_function_could_not_publish_goes_out_with_a_later_relay() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let (app, queue) =
-        publishing_after_each_request(acceptance::Options { clock: clock.clone(), ..Default::default() }).await;
+        acceptance::publishing_after_each_request(acceptance::Options { clock: clock.clone(), ..Default::default() })
+            .await;
     drop(queue);
     let room = app.resource(1).await;
 

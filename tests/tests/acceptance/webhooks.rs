@@ -866,6 +866,47 @@ fn first_id(endpoint: &Value) -> Uuid {
     endpoint["id"].as_str().unwrap().parse().unwrap()
 }
 
+/// In AWS the notifier publishes the `webhook.endpoint_disabled` its batch wrote before
+/// it answers.
+#[tokio::test]
+async fn the_notifier_has_published_the_event_of_an_endpoint_it_disabled_when_it_answers() {
+    let (app, mut queue) = acceptance::publishing_after_each_request(acceptance::Options::default()).await;
+    let gone = Receiver::answering(|_, _| (410, Duration::ZERO)).await;
+    let resource = app.resource(5).await;
+    let endpoint = register(&app, &gone.url, &["reservation.held"], None).await;
+    app.hold("alice", resource, 10, 11).await;
+    let held = queue.try_recv().expect("the hold published its event");
+
+    assert!(handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), vec![message(&held)]).await.is_empty());
+
+    let disabled = queue.try_recv().expect("the endpoint's event is on the queue when the batch answers");
+    assert_eq!((disabled.kind.as_str(), disabled.subject_id), ("webhook.endpoint_disabled", first_id(&endpoint)));
+}
+
+/// A batch that disabled no endpoint wrote no event: the notifier claims nothing after
+/// it, and other due events wait for the next relay that claims.
+#[tokio::test]
+async fn a_notifier_batch_that_disabled_no_endpoint_claims_nothing_after_it() {
+    let (app, mut queue) = acceptance::publishing_after_each_request(acceptance::Options::default()).await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(5).await;
+    register(&app, &receiver.url, &["reservation.held"], None).await;
+    app.hold("alice", resource, 10, 11).await;
+    let held = queue.try_recv().expect("the hold published its event");
+    let waiting = Uuid::now_v7();
+    let sql = "INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) \
+               VALUES ('reservation.updated', $1, '{}', now(), now())";
+    app.db().await.execute(sql, &[&waiting]).await.unwrap();
+
+    assert!(handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), vec![message(&held)]).await.is_empty());
+
+    assert_eq!(receiver.seen().len(), 1, "delivered");
+    assert!(queue.try_recv().is_err(), "the batch published nothing");
+    let unclaimed =
+        app.count("SELECT count(*) FROM outbox WHERE subject_id = $1 AND claimed_until IS NULL", &[&waiting]).await;
+    assert_eq!(unclaimed, 1, "the waiting event was not claimed");
+}
+
 #[tokio::test]
 async fn an_endpoint_that_fails_every_attempt_for_five_days_is_disabled() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
