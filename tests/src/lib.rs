@@ -639,6 +639,22 @@ pub async fn publishing_after_each_request(
     (TestApp::spawn_with(Options { events, ..options }).await, queue)
 }
 
+/// Writes `per_subject` due events (`reservation.updated`, payload `{"n": round}`) for
+/// each subject, due at `at`, round by round: every subject's round 0, then round 1...
+pub async fn write_events(app: &TestApp, subjects: &[Uuid], per_subject: i32, at: chrono::DateTime<Utc>) {
+    app.db()
+        .await
+        .execute(
+            "INSERT INTO outbox (topic, kind, subject_id, payload, created_at, next_attempt_at) \
+             SELECT 'events', 'reservation.updated', s, jsonb_build_object('n', n), $2, $2 \
+             FROM generate_series(0, $3 - 1) n CROSS JOIN unnest($1::uuid[]) WITH ORDINALITY AS u(s, k) \
+             ORDER BY n, k",
+            &[&subjects, &at, &per_subject],
+        )
+        .await
+        .unwrap();
+}
+
 /// An SQS client of the endpoint at `endpoint`, with moto's test credentials.
 pub fn sqs_at(endpoint: String) -> Sqs {
     let credentials = shared::sqs::Credentials {

@@ -18,8 +18,9 @@ statements![
     INSERT_INTENT_MESSAGE,
 ];
 
-/// Claims up to `$4` due events of topic `$1` for a relay, leased until `$6`, at most
-/// one per subject, in order of writing (`$5`: the window of oldest events it looks at).
+/// Claims up to `$3` events of topic `$1` due at `$2` for a relay, leased until `$5`, at
+/// most one per subject, in order of writing (`$4`: the window of oldest events it looks
+/// at).
 /// The rules, and why the claim is a function, are in
 /// `sql/functions/outbox_claim_due.sql`.
 ///

@@ -1,7 +1,7 @@
 //! Events are recorded with the state changes they describe, and delivered at least
 //! once, with stable ids, however often the publisher fails.
 
-use acceptance::{Moto, TestApp, hours, send};
+use acceptance::{Moto, TestApp, hours, send, write_events};
 use chrono::{Duration, Utc};
 use futures::StreamExt;
 use reqwest::StatusCode;
@@ -353,20 +353,6 @@ async fn a_claim_reads_the_index_in_order_even_on_a_table_never_analyzed() {
     assert!(after_first - before >= 10, "the claim read the index in order, not by a bitmap");
     assert_eq!(claim().await.unwrap().len(), 0, "leased to the first claim");
     assert!(fetched().await - after_first >= 10, "so did the next");
-}
-
-async fn write_events(app: &TestApp, subjects: &[Uuid], per_subject: i32, at: chrono::DateTime<Utc>) {
-    app.db()
-        .await
-        .execute(
-            "INSERT INTO outbox (topic, kind, subject_id, payload, created_at, next_attempt_at) \
-             SELECT 'events', 'reservation.updated', s, jsonb_build_object('n', n), $2, $2 \
-             FROM generate_series(0, $3 - 1) n CROSS JOIN unnest($1::uuid[]) WITH ORDINALITY AS u(s, k) \
-             ORDER BY n, k",
-            &[&subjects, &at, &per_subject],
-        )
-        .await
-        .unwrap();
 }
 
 /// Each subject's rounds, in the order they were published.

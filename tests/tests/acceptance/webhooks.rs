@@ -894,9 +894,7 @@ async fn a_notifier_batch_that_disabled_no_endpoint_claims_nothing_after_it() {
     app.hold("alice", resource, 10, 11).await;
     let held = queue.try_recv().expect("the hold published its event");
     let waiting = Uuid::now_v7();
-    let sql = "INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) \
-               VALUES ('reservation.updated', $1, '{}', now(), now())";
-    app.db().await.execute(sql, &[&waiting]).await.unwrap();
+    acceptance::write_events(&app, &[waiting], 1, Utc::now()).await;
 
     assert!(handle(&notifier(&app, Sender::DEFAULT_TIMEOUT), vec![message(&held)]).await.is_empty());
 
