@@ -168,6 +168,41 @@ END
 $$;
 
 --
+-- Name: reservation_booking_lapse(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_booking_lapse() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    WITH siblings AS (
+        SELECT r.id FROM reservations r
+        WHERE r.booking_id = NEW.booking_id AND r.id <> NEW.id AND r.status = 'HELD'
+        ORDER BY r.item
+        FOR UPDATE OF r SKIP LOCKED
+    ), exp AS (
+        UPDATE reservations r SET status = 'EXPIRED', updated_at = NEW.updated_at, acted_by = NULL
+        FROM siblings s
+        WHERE r.id = s.id AND r.status = 'HELD'
+        RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status, r.source,
+                  r.failure_reason, r.metadata, r.acted_by, r.series_id, r.booking_id
+    ), owed AS (
+        INSERT INTO handovers_owed (resource_id, starts_at, ends_at, owed_at)
+        SELECT DISTINCT exp.resource_id, exp.starts_at, exp.ends_at, NEW.updated_at
+        FROM exp WHERE exp.resource_id <> NEW.resource_id
+    )
+    INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+    SELECT 'reservation.expired', exp.id,
+           reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
+                             exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by)
+           || jsonb_strip_nulls(jsonb_build_object('series_id', exp.series_id)),
+           NEW.updated_at, NEW.updated_at
+    FROM exp WHERE exp.id = exp.booking_id;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: reservation_event(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, text, text, text, jsonb, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1072,6 +1107,31 @@ CREATE TABLE public.calendar_feeds (
 );
 
 --
+-- Name: handovers_owed; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.handovers_owed (
+    id bigint NOT NULL,
+    resource_id uuid NOT NULL,
+    starts_at timestamp with time zone NOT NULL,
+    ends_at timestamp with time zone NOT NULL,
+    owed_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: handovers_owed_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.handovers_owed ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.handovers_owed_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: idempotency_keys; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1484,6 +1544,13 @@ ALTER TABLE ONLY public.calendar_feeds
     ADD CONSTRAINT calendar_feeds_token_hash_key UNIQUE (token_hash);
 
 --
+-- Name: handovers_owed handovers_owed_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.handovers_owed
+    ADD CONSTRAINT handovers_owed_pkey PRIMARY KEY (id);
+
+--
 -- Name: idempotency_keys idempotency_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1670,6 +1737,12 @@ ALTER TABLE ONLY public.webhook_resends
 --
 
 CREATE INDEX calendar_feeds_resource_idx ON public.calendar_feeds USING btree (resource_id) WHERE (resource_id IS NOT NULL);
+
+--
+-- Name: handovers_owed_resource_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX handovers_owed_resource_idx ON public.handovers_owed USING btree (resource_id);
 
 --
 -- Name: idempotency_keys_expires_idx; Type: INDEX; Schema: public; Owner: -
@@ -1886,6 +1959,12 @@ CREATE INDEX webhook_resends_event_idx ON public.webhook_resends USING btree (ev
 --
 
 CREATE INDEX webhook_resends_requested_idx ON public.webhook_resends USING btree (requested_at);
+
+--
+-- Name: reservations reservations_booking_lapse; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER reservations_booking_lapse AFTER UPDATE OF status ON public.reservations FOR EACH ROW WHEN ((((old.status)::text = 'HELD'::text) AND ((new.status)::text = 'EXPIRED'::text) AND (new.booking_id IS NOT NULL) AND (pg_trigger_depth() = 0))) EXECUTE FUNCTION public.reservation_booking_lapse();
 
 --
 -- Name: reservations reservations_buffered_insert; Type: TRIGGER; Schema: public; Owner: -

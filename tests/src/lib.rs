@@ -363,6 +363,47 @@ impl TestApp {
     }
 }
 
+/// The guarantee, checked in SQL: resources whose held, confirming and confirmed
+/// quantity (holds lapsed by `at` left out) exceeds their capacity at some instant.
+/// Must be 0.
+pub async fn over_capacity(db: &deadpool_postgres::Object, at: DateTime<Utc>) -> i64 {
+    db.query_one(
+        "WITH live AS (
+             SELECT resource_id, starts_at, ends_at, quantity FROM reservations
+             WHERE status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND NOT (status = 'HELD' AND expires_at <= $1)
+         ), edges AS (
+             SELECT resource_id, starts_at AS at, quantity AS delta FROM live
+             UNION ALL SELECT resource_id, ends_at, -quantity FROM live
+         ), running AS (
+             SELECT resource_id,
+                    sum(delta) OVER (PARTITION BY resource_id ORDER BY at, delta ROWS UNBOUNDED PRECEDING) AS load
+             FROM edges
+         )
+         SELECT count(*) FROM (SELECT resource_id, max(load) AS peak FROM running GROUP BY resource_id) p
+         JOIN resources res ON res.id = p.resource_id WHERE p.peak > res.capacity",
+        &[&at],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// Bookings of several with some rows live at `at` (held and not lapsed, confirming or
+/// confirmed) and others not: all or nothing is broken. Must be 0.
+pub async fn split_bookings(db: &deadpool_postgres::Object, at: DateTime<Utc>) -> i64 {
+    db.query_one(
+        "SELECT count(*) FROM (
+             SELECT booking_id FROM reservations WHERE booking_id IS NOT NULL GROUP BY booking_id
+             HAVING count(*) FILTER (WHERE status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+                                       AND NOT (status = 'HELD' AND expires_at <= $1)) NOT IN (0, count(*))
+                 OR count(DISTINCT status) > 1) b",
+        &[&at],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
 /// The claims on a resource's capacity as committed now: active reservations, less
 /// holds whose `expires_at` has passed by the database's clock.
 pub async fn active_claims(db: &deadpool_postgres::Object, resource: Uuid) -> Vec<shared::domain::Claim> {

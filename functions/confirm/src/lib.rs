@@ -1,7 +1,7 @@
 //! The `confirm` function: `POST /v1/reservations/{id}/confirm`, and
 //! `POST /v1/reservations/{id}/extend`, which keeps a hold longer.
 //!
-//! A local resource's hold becomes `CONFIRMED` under the reservation's row lock. An
+//! A local resource's hold becomes `CONFIRMED` under the locks of its resources and rows. An
 //! upstream resource's hold becomes `CONFIRMING` with an intent for the worker (202),
 //! and the intent message is sent right after commit. Confirming again answers the
 //! reservation as it is. Runs inside the idempotency guard. `?scope=following|all`
@@ -33,7 +33,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
         Op::ConfirmReservation => {}
         Op::ExtendReservation => {
             return run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
-                let r = booking::extend(tx, &who, id, state.clock.now()).await?;
+                let r = booking::extend(tx, &who, id, &*state.clock).await?;
                 Ok(Reply::json(StatusCode::OK, &r))
             })
             .await;
@@ -51,15 +51,15 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             // Every occurrence in scope, in series order, or none: the first refusal
             // rolls the others back.
             for occurrence in ids {
-                match booking::confirm(tx, &who, occurrence, approval, now).await? {
+                match booking::confirm(tx, &who, occurrence, approval, &*state.clock).await? {
                     Confirmed::Confirmed(_) => shared::metrics::count("Confirms"),
                     Confirmed::Queued(_) => queued = true,
                     Confirmed::AsItWas(_) => {}
                 }
             }
-            return Ok(Reply::json(StatusCode::OK, &booking::series_after(tx, series, now).await?));
+            return Ok(Reply::json(StatusCode::OK, &booking::series_after(tx, series, state.clock.now()).await?));
         }
-        let (status, r) = match booking::confirm(tx, &who, id, approval, now).await? {
+        let (status, r) = match booking::confirm(tx, &who, id, approval, &*state.clock).await? {
             Confirmed::Confirmed(r) => {
                 shared::metrics::count("Confirms");
                 (StatusCode::OK, r)

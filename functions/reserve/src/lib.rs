@@ -150,11 +150,11 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 if scope != Scope::One
                     && let (Some(_), ids) = booking::in_scope(tx, &who, id, scope, now).await?
                 {
-                    let s = booking::reschedule_series(tx, &who, id, &ids, change, limits, now).await?;
+                    let s = booking::reschedule_series(tx, &who, id, &ids, change, limits, &*state.clock).await?;
                     shared::metrics::count("Reschedules");
                     return Ok(Reply::json(StatusCode::OK, &s));
                 }
-                match booking::reschedule(tx, &who, id, change, limits, now).await? {
+                match booking::reschedule(tx, &who, id, change, limits, &*state.clock).await? {
                     Rescheduled::Rescheduled(r) => {
                         shared::metrics::count("Reschedules");
                         Ok(Reply::json(StatusCode::OK, &r))
@@ -180,16 +180,16 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 // refusal (a cancel past its notice) rolls the others back.
                 let mut upstream_cancel = false;
                 for occurrence in ids {
-                    upstream_cancel |= booking::release(&tx, &who, occurrence, now).await?.upstream_cancel;
+                    upstream_cancel |= booking::release(&tx, &who, occurrence, &*state.clock).await?.upstream_cancel;
                 }
-                let s = booking::series_after(&tx, series, now).await?;
+                let s = booking::series_after(&tx, series, state.clock.now()).await?;
                 tx.commit().await?;
                 if upstream_cancel {
                     shared::outbox::publish_intents(state).await;
                 }
                 return Ok(Reply::json(StatusCode::OK, &s).into_response());
             }
-            let released = booking::release(&tx, &who, id, now).await?;
+            let released = booking::release(&tx, &who, id, &*state.clock).await?;
             tx.commit().await?;
             if released.upstream_cancel {
                 shared::outbox::publish_intents(state).await;

@@ -3,24 +3,28 @@
 
 use super::BookingError;
 use super::release::{Owned, lock_owned};
+use crate::Clock;
+use crate::db::reservations::Written;
 use crate::db::{GenericClient, reservations};
 use crate::domain::{Principal, Reservation, Status};
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use uuid::Uuid;
 
-/// Extends a hold its principal may change (its owner's, or any for an admin). An
-/// expired or settled reservation is not held; a hold already at its longest is
-/// [`BookingError::HoldExtensionLimit`]. Run inside a transaction.
+/// Extends a hold its principal may change (its owner's, or any for an admin): every
+/// row of the booking, judged under the lock of every resource it holds, as a confirm
+/// is. An expired or settled booking, or one with an item written down, is not held; a
+/// hold already at its longest is [`BookingError::HoldExtensionLimit`]. Run inside a
+/// transaction.
 pub async fn extend(
     tx: &impl GenericClient,
     who: &Principal,
     id: Uuid,
-    now: DateTime<Utc>,
+    clock: &dyn Clock,
 ) -> Result<Reservation, BookingError> {
-    let Owned { resource, reservation: r, .. } = lock_owned(tx, who, id).await?;
-    let expires_at = match (r.status, r.expires_at) {
-        (Status::Held, Some(at)) if at > now => at,
-        _ => return Err(BookingError::NotHeld(r.as_of(now).status)),
+    let Owned { resource, reservation: r, status, now, .. } = lock_owned(tx, who, id, clock).await?;
+    let expires_at = match (status, r.expires_at) {
+        (Status::Held, Some(at)) => at,
+        _ => return Err(BookingError::NotHeld(status)),
     };
     let Some(max) = resource.policies.max_hold_seconds else { return Err(BookingError::HoldExtensionLimit) };
     let longest = r.created_at + Duration::seconds(max.into());
@@ -28,5 +32,8 @@ pub async fn extend(
     if until <= expires_at {
         return Err(BookingError::HoldExtensionLimit);
     }
-    Ok(reservations::extend(tx, id, until, &who.id, now).await?.as_of(now))
+    match reservations::extend(tx, id, until, &who.id, now).await? {
+        Written::Whole(r) => Ok(r.as_of(now)),
+        Written::NotWhole => Err(BookingError::NotHeld(Status::Expired)),
+    }
 }

@@ -4,28 +4,51 @@
 //!
 //! # The lock order
 //!
-//! One order for the whole codebase: **the principal's row, then the resource row,
-//! then its intents, then reservation rows, then waitlist entries** (and last a seat's
-//! poll schedule, `seat_polls`, which a path touches after everything else or alone).
-//! A path may skip a level (a confirm locks only its reservation, then settles its
-//! entry) but never goes back up one. The principal's row (`principals`, locked by
+//! One order for the whole codebase: **the principal's row, then the resource rows (in
+//! id order), then its intents, then reservation rows (a booking's lead first, then its
+//! items in order), then waitlist entries** (and last a seat's poll schedule,
+//! `seat_polls`, which a path touches after everything else or alone). A path may skip
+//! a level but never goes back up one. The principal's row (`principals`, locked by
 //! `principal_holds`) is taken only by the paths that make a hold at its owner's
 //! request while the limit of active holds per principal is on (the one-statement
 //! hold and booking of several, the general hold, bookings of several and series), so
 //! that one principal's holds on different resources are counted one after another
-//! (see `limits`); a path takes one principal's row at most. Every path that changes a resource's load takes the resource lock
-//! first, so those paths serialize per resource and never deadlock; paths on different
-//! resources never contend. A path that changes several resources' loads (a booking
-//! of several items, a series) takes all their rows in one statement, in id order, so
-//! that two such paths wait for each other instead of deadlocking. One path takes it
-//! shared: the one-statement hold of a
-//! capacity-1 resource (`FOR SHARE`), whose holds go side by side and
-//! are judged by the exclusion constraint; it still waits for, and is waited on by,
-//! every path that takes the row exclusively, so those never meet a hold in flight. A
-//! transaction never takes the row shared and then exclusively: two doing so deadlock.
+//! (see `limits`); a path takes one principal's row at most.
+//!
+//! Every path that changes a resource's load takes the resource lock first, so those
+//! paths serialize per resource and never deadlock; paths on different resources never
+//! contend. A path that changes several resources' loads (a booking of several items, a
+//! series) takes all their rows in one statement, in id order, so that two such paths
+//! wait for each other instead of deadlocking. Every operation on an existing booking
+//! (confirm, extend, release, move, and the scoped ones of a series) takes the lock of
+//! every resource the booking holds, then every row of the booking, and only then
+//! reads the clock (`release::lock_owned`): a path that wrote down a lapsed row of the
+//! booking and gave its capacity away did so under that row's resource lock, so the
+//! operation either sees the write-down or is seen by it, never neither.
+//!
+//! One path takes the resource row shared: the one-statement hold of a capacity-1
+//! resource (`FOR SHARE`), whose holds go side by side and are judged by the exclusion
+//! constraint; it still waits for, and is waited on by, every path that takes the row
+//! exclusively, so those never meet a hold in flight. A transaction never takes the
+//! row shared and then exclusively: two doing so deadlock.
+//!
+//! One write passes over rows instead of waiting for them: a booking of several is
+//! written down whole when one of its rows lapses (the trigger
+//! `reservation_booking_lapse`), under the lock of that row's resource only, and a
+//! sibling row another transaction holds is skipped (`SKIP LOCKED`), since only another
+//! write-down of the same booking can hold it then.
+//!
 //! Each lock is taken in a round trip of its own, never pipelined with the statements
 //! after it (`try_join!` on one transaction): on a fresh connection pipelined
 //! statements can run out of order, against this order.
+//!
+//! # Judging what is written
+//!
+//! A statement that writes every row of a booking (`id = $1 OR booking_id = $1`)
+//! writes only when every row is in the state the change starts from
+//! (`reservations::SET_STATUS`, `reservations::EXTEND`), and otherwise writes nothing.
+//! So no row written down (expired, released, cancelled) is ever written back to an
+//! active status, whatever its lead says.
 
 mod availability;
 mod calendar;

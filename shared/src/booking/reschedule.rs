@@ -8,6 +8,7 @@
 use super::group::{Refusal, RefusedItem, Target};
 use super::release::{Owned, lock_owned};
 use super::{BookingError, calendar, hand_over, invalid, limits, on_freed};
+use crate::Clock;
 use crate::db::{GenericClient, reservations};
 use crate::domain::policies::Deadline;
 use crate::domain::{
@@ -45,15 +46,14 @@ pub async fn reschedule(
     id: Uuid,
     change: Change,
     limits: Limits,
-    now: DateTime<Utc>,
+    clock: &dyn Clock,
 ) -> Result<Rescheduled, BookingError> {
-    let Owned { resource, others, reservation: r } = lock_owned(tx, who, id).await?;
+    let Owned { resource, others, reservation: r, status, now } = lock_owned(tx, who, id, clock).await?;
     let several = r.items.len() > 1 || r.items.iter().any(|i| i.pool_id.is_some());
-    match r.status {
-        Status::Held if !r.is_lapsed(now) => {}
-        Status::Confirmed => {}
+    match status {
+        Status::Held | Status::Confirmed => {}
         Status::Confirming => return Err(BookingError::InFlight),
-        _ => return Err(BookingError::NotHeld(r.as_of(now).status)),
+        _ => return Err(BookingError::NotHeld(status)),
     }
     let (start, end) = (change.start.unwrap_or(r.start), change.end.unwrap_or(r.end));
     let quantity = change.quantity.unwrap_or(r.quantity);

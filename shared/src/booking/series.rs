@@ -17,6 +17,7 @@ use super::group::{GroupRequest, ItemRequest, Target, reserve_items};
 use super::hold::{Approval, ReserveRequest, Reserved, reserve};
 use super::reschedule::{Change, Rescheduled, reschedule};
 use super::{BookingError, invalid, limits};
+use crate::Clock;
 use crate::db::hold::Confirmation;
 use crate::db::series::{self as rows, NewSeries, OccurrenceRow};
 use crate::db::{DbError, GenericClient, pools, reservations, resources};
@@ -372,7 +373,7 @@ async fn lock_scope(c: &impl GenericClient, ids: &[Uuid]) -> Result<(), BookingE
     resource_ids.dedup();
     resources::lock_many(c, &resource_ids).await?;
     for &id in ids {
-        reservations::lock(c, id).await?;
+        reservations::lock_rows_of_booking(c, id).await?;
     }
     Ok(())
 }
@@ -396,7 +397,7 @@ pub async fn reschedule_series(
     ids: &[Uuid],
     change: Change,
     limits: Limits,
-    now: DateTime<Utc>,
+    clock: &dyn Clock,
 ) -> Result<Series, BookingError> {
     let this = reservations::get(tx, id).await?.ok_or(BookingError::ReservationNotFound)?;
     let series = this.series_id.ok_or(BookingError::SeriesNotFound)?;
@@ -417,9 +418,9 @@ pub async fn reschedule_series(
             quantity: change.quantity,
             metadata: change.metadata.clone(),
         };
-        if let Rescheduled::Unavailable = reschedule(tx, who, occurrence, one, limits, now).await? {
+        if let Rescheduled::Unavailable = reschedule(tx, who, occurrence, one, limits, clock).await? {
             return Err(BookingError::SlotUnavailable);
         }
     }
-    series_after(tx, series, now).await
+    series_after(tx, series, clock.now()).await
 }

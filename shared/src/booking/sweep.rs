@@ -4,7 +4,7 @@
 //! bounded in rows and in time and reports what it did; what is left is the next
 //! run's.
 
-use super::on_freed;
+use super::{hand_over, on_freed};
 use crate::Clock;
 use crate::db::{DbError, idempotency, lapse, outbox, resources, waitlist, webhooks};
 use deadpool_postgres::Pool;
@@ -32,7 +32,10 @@ pub struct ExpiryReport {
     /// Transactions that wrote some down: one resource's batch each.
     pub batches: u64,
     pub offers: u64,
-    /// True when the budget ran out with lapsed holds left over.
+    /// Resources whose waitlist was owed the capacity of a booking of several written
+    /// down from another of its resources, and was offered it.
+    pub owed_handed_over: u64,
+    /// True when the budget ran out with lapsed holds or owed hand-overs left over.
     pub unfinished: bool,
 }
 
@@ -79,7 +82,43 @@ pub async fn expire_lapsed(pool: &Pool, clock: &dyn Clock, bounds: Bounds) -> Re
         report.expired += expired.len() as u64 + handed.expired;
         report.batches += 1;
     }
+    if !report.unfinished {
+        hand_over_owed(&mut client, clock, started, bounds, &mut report).await?;
+    }
     Ok(report)
+}
+
+/// Offers each resource's waitlist the capacity owed to it (`handovers_owed`), one
+/// resource per transaction under its lock; resources held by another transaction are
+/// the next run's.
+async fn hand_over_owed(
+    client: &mut deadpool_postgres::Object,
+    clock: &dyn Clock,
+    started: Instant,
+    bounds: Bounds,
+    report: &mut ExpiryReport,
+) -> Result<(), DbError> {
+    loop {
+        if started.elapsed() >= bounds.budget {
+            report.unfinished = true;
+            return Ok(());
+        }
+        let now = clock.now();
+        let tx = client.transaction().await?;
+        let Some(resource_id) = lapse::claim_owed_resource(&tx).await? else {
+            tx.commit().await?;
+            return Ok(());
+        };
+        let span = lapse::take_owed(&tx, resource_id).await?;
+        let resource = resources::get(&tx, resource_id).await?.ok_or(DbError::Corrupt("resource".into()))?;
+        if let Some((start, end)) = span {
+            let handed = hand_over(&tx, &resource, start, end, now).await?;
+            report.offers += handed.offers;
+            report.expired += handed.expired;
+        }
+        tx.commit().await?;
+        report.owed_handed_over += 1;
+    }
 }
 
 /// Bounded batches of a single-statement task until it runs dry or out of time.

@@ -7,6 +7,7 @@
 use super::handover::{hand_over, on_freed};
 use super::hold::Approval;
 use super::{BookingError, invalid};
+use crate::db::reservations::Transition;
 use crate::db::{GenericClient, intents, lapse, reservations, resources, waitlist};
 use crate::domain::{
     Authority, IntentState, Judge, Limits, Principal, Status, WaitlistEntry, WaitlistStatus, validate_range,
@@ -177,8 +178,11 @@ pub async fn leave_waitlist(
         (WaitlistStatus::Offered, Some(offer)) => {
             let offer_id = offer.id;
             if offer.status == Status::Held {
-                let next = if offer.is_lapsed(now) { Status::Expired } else { Status::Released };
-                let offer = reservations::set_status(tx, offer_id, next, None, Some(&who.id), now).await?;
+                let to = if offer.is_lapsed(now) { Status::Expired } else { Status::Released };
+                let change = Transition { from: Status::Held, to };
+                let offer = reservations::set_status(tx, offer_id, change, None, Some(&who.id), now)
+                    .await?
+                    .expect_whole(offer_id)?;
                 on_freed(tx, &resource, std::slice::from_ref(&offer), now).await?;
             }
         }

@@ -10,7 +10,16 @@ use crate::domain::{EventKind, Reservation};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-statements![EXPIRE_LAPSED_OVERLAPPING, EXPIRE_LAPSED_OVERLAPPING_ANY, EXPIRE_LAPSED_KEEPING_BUFFERS, CLAIM_LAPSED_RESOURCE, EXPIRE_LAPSED_BATCH, ANY_LAPSED];
+statements![
+    EXPIRE_LAPSED_OVERLAPPING,
+    EXPIRE_LAPSED_OVERLAPPING_ANY,
+    EXPIRE_LAPSED_KEEPING_BUFFERS,
+    CLAIM_LAPSED_RESOURCE,
+    EXPIRE_LAPSED_BATCH,
+    ANY_LAPSED,
+    CLAIM_OWED_RESOURCE,
+    TAKE_OWED,
+];
 
 /// Writes down the lapse of the held rows of resource `$1` lapsed at `$4` that also
 /// meet `$cond`, with their `$5` (`reservation.expired`) events (none for the items of a
@@ -114,6 +123,19 @@ pub const EXPIRE_LAPSED_BATCH: &str = expire_lapsed_where!(
 /// Whether any hold has lapsed by `$1` and is not written down yet.
 pub const ANY_LAPSED: &str = "SELECT EXISTS (SELECT 1 FROM reservations WHERE status = 'HELD' AND expires_at <= $1)";
 
+/// The sweep's claim of a hand-over owed: one resource whose waitlist is owed freed
+/// capacity (`handovers_owed`, written when a booking of several was written down whole
+/// from another of its resources) and whose row no one else holds. The lock stays held
+/// until the caller's transaction ends, for the hand-over.
+pub const CLAIM_OWED_RESOURCE: &str = "SELECT res.id FROM resources res \
+    WHERE res.id IN (SELECT resource_id FROM handovers_owed) \
+    ORDER BY res.id LIMIT 1 \
+    FOR NO KEY UPDATE OF res SKIP LOCKED";
+
+/// Takes the ranges owed to resource `$1`'s waitlist; run under the lock
+/// [`CLAIM_OWED_RESOURCE`] took.
+pub const TAKE_OWED: &str = "DELETE FROM handovers_owed WHERE resource_id = $1 RETURNING starts_at, ends_at";
+
 /// See [`EXPIRE_LAPSED_OVERLAPPING`].
 pub async fn expire_lapsed_overlapping(
     c: &impl GenericClient,
@@ -171,3 +193,22 @@ pub async fn any_lapsed(c: &impl GenericClient, now: DateTime<Utc>) -> Result<bo
     Ok(c.row(ANY_LAPSED, &[&now]).await?.try_get(0)?)
 }
 
+
+/// See [`CLAIM_OWED_RESOURCE`].
+pub async fn claim_owed_resource(c: &impl GenericClient) -> Result<Option<Uuid>, DbError> {
+    Ok(c.opt_row(CLAIM_OWED_RESOURCE, &[]).await?.map(|r| r.try_get(0)).transpose()?)
+}
+
+/// See [`TAKE_OWED`]: the span of every range owed, `None` when none is.
+pub async fn take_owed(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+) -> Result<Option<(DateTime<Utc>, DateTime<Utc>)>, DbError> {
+    let rows = c.rows(TAKE_OWED, &[&resource_id]).await?;
+    let mut span: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
+    for row in &rows {
+        let (start, end): (DateTime<Utc>, DateTime<Utc>) = (row.try_get(0)?, row.try_get(1)?);
+        span = Some(span.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
+    }
+    Ok(span)
+}

@@ -102,6 +102,7 @@ const FUNCTIONS: &[(&str, &str)] = &[
     ("idempotency_claim", include_str!("../../../sql/functions/idempotency_claim.sql")),
     ("outbox_claim_due", include_str!("../../../sql/functions/outbox_claim_due.sql")),
     ("principal_holds", include_str!("../../../sql/functions/principal_holds.sql")),
+    ("reservation_booking_lapse", include_str!("../../../sql/functions/reservation_booking_lapse.sql")),
     ("reservation_event", include_str!("../../../sql/functions/reservation_event.sql")),
     ("reservation_hold", include_str!("../../../sql/functions/reservation_hold.sql")),
     ("reservation_hold_items", include_str!("../../../sql/functions/reservation_hold_items.sql")),

@@ -16,6 +16,7 @@ statements![
     DETACH_SETTLED,
     GET,
     LOCK,
+    LOCK_ROWS_OF_BOOKING,
     RESOURCE_OF,
     SET_STATUS,
     EXTEND,
@@ -140,19 +141,31 @@ pub const LOCK: &str = concat!(
     ", series_id FROM reservations WHERE id = $1 FOR UPDATE"
 );
 
+/// Locks every row of booking `$1` (the reservation, or the lead and each item of a
+/// booking of several), the lead first, then the items in order: the one order in which
+/// a whole booking's rows are taken. Returns each row's status and expiry, for the
+/// judgement of the whole ([`BookingRows`]).
+pub const LOCK_ROWS_OF_BOOKING: &str = "SELECT id, status, expires_at FROM reservations \
+    WHERE id = $1 OR booking_id = $1 ORDER BY item NULLS FIRST, id FOR UPDATE";
+
 pub const RESOURCE_OF: &str = "SELECT resource_id FROM reservations WHERE id = $1";
 
 /// An update of booking `$1` that records its event in the same statement: `$set`
 /// (the columns it writes, on every row of the booking: the reservation, or each item
 /// of a booking of several, whose lead is `$1`), the event kind `$kind` (none when
 /// NULL) and the time `$now` of the event, built from the lead row as updated, which
-/// the statement returns.
+/// the statement returns. It judges what it writes: it writes only when every row of
+/// the booking meets `$whole` (the state the change starts from), and otherwise writes
+/// nothing and returns no row, so a row written down on its own is never written back.
 macro_rules! update_with_event {
-    (set: $set:literal, kind: $kind:literal, now: $now:literal) => {
+    (set: $set:literal, whole: $whole:literal, kind: $kind:literal, now: $now:literal) => {
         concat!(
             "WITH upd AS (UPDATE reservations SET ",
             $set,
-            " WHERE id = $1 OR booking_id = $1 RETURNING ",
+            " WHERE (id = $1 OR booking_id = $1) AND NOT EXISTS (SELECT 1 FROM reservations o ",
+            "WHERE (o.id = $1 OR o.booking_id = $1) AND NOT (",
+            $whole,
+            ")) RETURNING ",
             columns!(),
             ", series_id), lead AS (SELECT * FROM upd WHERE upd.id = $1), ",
             "ev AS (INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at) SELECT ",
@@ -174,18 +187,26 @@ macro_rules! update_with_event {
     };
 }
 
-/// Changes a reservation's status and records the event (`$5`, when not null) in the
-/// same statement; `$6` is who acted (NULL: the service).
+/// Changes a booking's status from `$7` and records the event (`$5`, when not null) in
+/// the same statement; `$6` is who acted (NULL: the service). Every row must be in `$7`,
+/// and a hold must not have lapsed by `$4` unless it is being written down (`$2`
+/// EXPIRED): otherwise nothing is written.
 pub const SET_STATUS: &str = update_with_event!(
     set: "status = $2::text, failure_reason = $3::text, updated_at = $4, acted_by = $6",
+    whole: "o.status = $7::text AND (o.status <> 'HELD' OR $2::text = 'EXPIRED' OR o.expires_at > $4)",
     kind: "$5::text",
     now: "$4"
 );
 
 /// Keeps a hold until `$2` and records its `reservation.extended` event (`$5`) in the
-/// same statement; `$3` is now, `$4` who acted. Run holding the reservation's lock.
-pub const EXTEND: &str =
-    update_with_event!(set: "expires_at = $2, updated_at = $3, acted_by = $4", kind: "$5::text", now: "$3");
+/// same statement; `$3` is now, `$4` who acted. Every row must be held and not lapsed
+/// by `$3`. Run holding the booking's locks.
+pub const EXTEND: &str = update_with_event!(
+    set: "expires_at = $2, updated_at = $3, acted_by = $4",
+    whole: "o.status = 'HELD' AND o.expires_at > $3",
+    kind: "$5::text",
+    now: "$3"
+);
 
 /// How many times a reservation was moved (`reservation_move_if_fits` counts them).
 pub const RESCHEDULES: &str = "SELECT reschedules FROM reservations WHERE id = $1";
@@ -332,18 +353,50 @@ pub async fn resource_of(c: &impl GenericClient, id: Uuid) -> Result<Option<Uuid
     Ok(c.opt_row(RESOURCE_OF, &[&id]).await?.map(|row| row.try_get(0)).transpose()?)
 }
 
+/// A status change of a whole booking ([`SET_STATUS`]): from `from` to `to`.
+#[derive(Debug, Clone, Copy)]
+pub struct Transition {
+    pub from: Status,
+    pub to: Status,
+}
+
+/// Changes a booking's status ([`SET_STATUS`]). [`Written::NotWhole`] when some row of
+/// the booking is no longer in `from` (or, held, has lapsed): nothing was written.
 pub async fn set_status(
     c: &impl GenericClient,
     id: Uuid,
-    status: Status,
+    change: Transition,
     failure: Option<FailureReason>,
     acted_by: Option<&str>,
     now: DateTime<Utc>,
-) -> Result<Reservation, DbError> {
+) -> Result<Written, DbError> {
     let failure = failure.map(FailureReason::as_str);
-    let event = EventKind::of_status(status).map(EventKind::as_str);
-    let row = c.row(SET_STATUS, &[&id, &status.as_str(), &failure, &now, &event, &acted_by]).await?;
-    from_row(&row)
+    let event = EventKind::of_status(change.to).map(EventKind::as_str);
+    let (to, from) = (change.to.as_str(), change.from.as_str());
+    let row = c.opt_row(SET_STATUS, &[&id, &to, &failure, &now, &event, &acted_by, &from]).await?;
+    Ok(row.as_ref().map(from_row).transpose()?.map_or(Written::NotWhole, Written::Whole))
+}
+
+/// What a change of a whole booking wrote.
+// One value per statement, matched at once: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Written {
+    /// Every row: the lead as written.
+    Whole(Reservation),
+    /// Nothing: some row was not in the state the change starts from.
+    NotWhole,
+}
+
+impl Written {
+    /// The lead as written, or [`DbError::Corrupt`] for a booking that its caller
+    /// judged whole under its locks and that the statement found otherwise.
+    pub fn expect_whole(self, id: Uuid) -> Result<Reservation, DbError> {
+        match self {
+            Written::Whole(r) => Ok(r),
+            Written::NotWhole => Err(DbError::Corrupt(format!("booking {id} changed under its locks"))),
+        }
+    }
 }
 
 /// Keeps a hold until `until` ([`EXTEND`]).
@@ -353,9 +406,31 @@ pub async fn extend(
     until: DateTime<Utc>,
     acted_by: &str,
     now: DateTime<Utc>,
-) -> Result<Reservation, DbError> {
+) -> Result<Written, DbError> {
     let event = EventKind::ReservationExtended.as_str();
-    from_row(&c.row(EXTEND, &[&id, &until, &now, &acted_by, &event]).await?)
+    let row = c.opt_row(EXTEND, &[&id, &until, &now, &acted_by, &event]).await?;
+    Ok(row.as_ref().map(from_row).transpose()?.map_or(Written::NotWhole, Written::Whole))
+}
+
+/// One row of a booking as [`LOCK_ROWS_OF_BOOKING`] reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct RowState {
+    pub status: Status,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// Locks every row of a booking ([`LOCK_ROWS_OF_BOOKING`]); empty when there is none.
+pub async fn lock_rows_of_booking(c: &impl GenericClient, id: Uuid) -> Result<Vec<RowState>, DbError> {
+    c.rows(LOCK_ROWS_OF_BOOKING, &[&id])
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(RowState {
+                status: row.try_get::<_, &str>("status")?.parse()?,
+                expires_at: row.try_get("expires_at")?,
+            })
+        })
+        .collect()
 }
 
 /// Records a booking's event ([`BOOKING_EVENT`]).

@@ -146,6 +146,13 @@ text_enum! {
     }
 }
 
+impl Status {
+    /// Whether a row in this status claims capacity (held, confirming or confirmed).
+    pub fn is_active(self) -> bool {
+        matches!(self, Status::Held | Status::Confirming | Status::Confirmed)
+    }
+}
+
 text_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
     #[serde(rename_all = "lowercase")]

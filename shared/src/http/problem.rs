@@ -825,6 +825,13 @@ impl From<DbError> for ApiError {
         match e {
             DbError::Unavailable(_) => ApiError::DatabaseUnavailable(e),
             DbError::Busy(_) => ApiError::DatabaseBusy(e),
+            // The capacity-1 constraint refused an overlap that a path's own judgement
+            // let through: still a conflict for the client, never a 500, and a sign
+            // that a path skipped its lock.
+            _ if e.sql_state() == Some(&tokio_postgres::error::SqlState::EXCLUSION_VIOLATION) => {
+                tracing::warn!(error = %e, "the exclusion constraint refused an overlapping reservation");
+                ApiError::SlotUnavailable
+            }
             other => ApiError::Internal(Box::new(other)),
         }
     }

@@ -33,6 +33,7 @@ pub use worker::{claim, execute, process, run};
 use crate::AppState;
 use crate::booking::on_freed;
 use crate::db::intents::{self, Claimed, Kind};
+use crate::db::reservations::Transition;
 use crate::db::{DbError, reservations, resources};
 use crate::domain::{FailureReason, IntentState, Status};
 use crate::upstream::breaker::{Breaker, Failure};
@@ -212,7 +213,10 @@ pub async fn settle(
         return Ok(false);
     }
     let (status, reason) = resolution.reservation_status();
-    let r = reservations::set_status(&tx, claim.reservation_id, status, reason, None, now).await?;
+    let change = Transition { from: Status::Confirming, to: status };
+    let r = reservations::set_status(&tx, claim.reservation_id, change, reason, None, now)
+        .await?
+        .expect_whole(claim.reservation_id)?;
     if status == Status::Failed {
         on_freed(&tx, &resource, std::slice::from_ref(&r), now).await?;
     } else if r.source == crate::domain::Source::WaitlistOffer {

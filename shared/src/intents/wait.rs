@@ -29,6 +29,7 @@ use crate::AppState;
 use crate::booking::waits::{Started, offer_entry, start_wait};
 use crate::booking::{on_freed, request_cancel};
 use crate::db::intents::{self, Claimed};
+use crate::db::reservations::Transition;
 use crate::db::seat_polls::{self, DueSeat};
 use crate::db::{DbError, reservations, resources, waitlist};
 use crate::domain::{IntentState, Status, WaitlistEntry, WaitlistStatus};
@@ -236,7 +237,10 @@ pub(super) async fn settle_wait(
         return Ok(false);
     }
     let (status, reason) = resolution.reservation_status();
-    let r = reservations::set_status(&tx, claim.reservation_id, status, reason, None, now).await?;
+    let change = Transition { from: Status::Confirming, to: status };
+    let r = reservations::set_status(&tx, claim.reservation_id, change, reason, None, now)
+        .await?
+        .expect_whole(claim.reservation_id)?;
     let mut cancel_queued = false;
     match resolution {
         Resolution::Succeeded { .. } if !leaving => {
@@ -244,7 +248,8 @@ pub(super) async fn settle_wait(
         }
         Resolution::Succeeded { .. } => {
             // Booked for a waiter who left meanwhile: cancelled like any booking.
-            let r = reservations::set_status(&tx, r.id, Status::Cancelled, None, None, now).await?;
+            let change = Transition { from: Status::Confirmed, to: Status::Cancelled };
+            let r = reservations::set_status(&tx, r.id, change, None, None, now).await?.expect_whole(r.id)?;
             cancel_queued = request_cancel(&tx, r.id, now).await?;
             waitlist::set_status(&tx, entry_id, WaitlistStatus::Cancelled, now).await?;
             on_freed(&tx, &resource, std::slice::from_ref(&r), now).await?;

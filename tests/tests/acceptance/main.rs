@@ -35,3 +35,4 @@ mod upstream;
 mod upstream_waits;
 mod waitlist;
 mod webhooks;
+mod whole_bookings;
