@@ -158,9 +158,7 @@ pub async fn events(
     w: EventWindow,
 ) -> Result<Vec<EventRow>, DbError> {
     let rows = match resource {
-        Some(id) => {
-            c.rows(RESOURCE_EVENTS, &[&id, &w.from, &w.to, &w.now, &w.cancelled_since, &w.max_events]).await?
-        }
+        Some(id) => c.rows(RESOURCE_EVENTS, &[&id, &w.from, &w.to, &w.now, &w.cancelled_since, &w.max_events]).await?,
         None => c.rows(OWNER_EVENTS, &[&owner, &w.from, &w.to, &w.now, &w.cancelled_since, &w.max_events]).await?,
     };
     rows.iter()

@@ -16,11 +16,11 @@
 use super::idempotency::Answering;
 use super::outbox::Event;
 use super::reservations::{columns, from_row};
+use super::run::Param;
 use super::{DbError, GenericClient};
 use crate::domain::{Metadata, Reservation};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
-use super::run::Param;
 use tokio_postgres::types::Json;
 use uuid::Uuid;
 
@@ -152,11 +152,7 @@ pub struct NewHold<'a> {
 }
 
 /// The first ten parameters of [`HOLD`] and of [`HOLD_KEYED`].
-fn hold_params<'a>(
-    h: &'a NewHold<'_>,
-    confirm: &'a bool,
-    metadata: &'a Json<&Metadata>,
-) -> [&'a dyn Param; 10] {
+fn hold_params<'a>(h: &'a NewHold<'_>, confirm: &'a bool, metadata: &'a Json<&Metadata>) -> [&'a dyn Param; 10] {
     [&h.id, &h.resource_id, &h.owner, &h.start, &h.end, &h.quantity, confirm, &h.now, metadata, &h.event_id]
 }
 
@@ -362,7 +358,6 @@ pub async fn precheck(
         lapsed: row.try_get("lapsed")?,
     }))
 }
-
 
 /// [`PRECHECK`]'s load for several resources at once (a booking of several items):
 /// each resource's capacity, its peak load over `[$2, $3)` as at `$4`, and whether

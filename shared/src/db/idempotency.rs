@@ -105,8 +105,7 @@ pub async fn claim(
     // At least a millisecond: a lock_timeout of 0 would wait forever.
     let wait = format!("{}ms", wait.as_millis().max(1));
     let row = c
-        .row(CLAIM, &[&k.principal, &k.method, &k.route, &k.key, &fingerprint, &times.now, &times.expires_at, &wait],
-        )
+        .row(CLAIM, &[&k.principal, &k.method, &k.route, &k.key, &fingerprint, &times.now, &times.expires_at, &wait])
         .await?;
     Ok(row.try_get(0)?)
 }
@@ -174,7 +173,9 @@ pub async fn store_failure(
 ) -> Result<(), DbError> {
     let (status, headers, body) = reply;
     let status = status as i16;
-    c.exec(STORE_FAILURE, &[
+    c.exec(
+        STORE_FAILURE,
+        &[
             &k.principal,
             &k.method,
             &k.route,

@@ -157,7 +157,11 @@ pub async fn expire_lapsed_overlapping_any(
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
     let kind = EventKind::ReservationExpired.as_str();
-    c.rows(EXPIRE_LAPSED_OVERLAPPING_ANY, &[&resource_ids, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
+    c.rows(EXPIRE_LAPSED_OVERLAPPING_ANY, &[&resource_ids, &start, &end, &now, &kind])
+        .await?
+        .iter()
+        .map(from_row)
+        .collect()
 }
 
 /// See [`EXPIRE_LAPSED_KEEPING_BUFFERS`].
@@ -169,7 +173,11 @@ pub async fn expire_lapsed_keeping_buffers(
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
     let kind = EventKind::ReservationExpired.as_str();
-    c.rows(EXPIRE_LAPSED_KEEPING_BUFFERS, &[&resource_id, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
+    c.rows(EXPIRE_LAPSED_KEEPING_BUFFERS, &[&resource_id, &start, &end, &now, &kind])
+        .await?
+        .iter()
+        .map(from_row)
+        .collect()
 }
 
 /// See [`CLAIM_LAPSED_RESOURCE`].
@@ -192,7 +200,6 @@ pub async fn expire_lapsed_batch(
 pub async fn any_lapsed(c: &impl GenericClient, now: DateTime<Utc>) -> Result<bool, DbError> {
     Ok(c.row(ANY_LAPSED, &[&now]).await?.try_get(0)?)
 }
-
 
 /// See [`CLAIM_OWED_RESOURCE`].
 pub async fn claim_owed_resource(c: &impl GenericClient) -> Result<Option<Uuid>, DbError> {

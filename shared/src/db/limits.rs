@@ -29,9 +29,7 @@ pub async fn counted(
     now: DateTime<Utc>,
 ) -> Result<Vec<Counted>, DbError> {
     let rows = c.rows(COUNTED, &[&resource_id, &owner, &from, &to, &except, &now]).await?;
-    rows.iter()
-        .map(|r| Ok(Counted { start: r.try_get("starts_at")?, expires_at: r.try_get("expires_at")? }))
-        .collect()
+    rows.iter().map(|r| Ok(Counted { start: r.try_get("starts_at")?, expires_at: r.try_get("expires_at")? })).collect()
 }
 
 /// The lock of principal `$1` (its row in `principals`, written first when it is not

@@ -8,15 +8,7 @@ use crate::domain::EventKind;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-statements![
-    CLAIM_DUE,
-    MARK_PUBLISHED,
-    MARK_FAILED,
-    PURGE_PUBLISHED,
-    PENDING,
-    OLDEST_PENDING,
-    INSERT_INTENT_MESSAGE,
-];
+statements![CLAIM_DUE, MARK_PUBLISHED, MARK_FAILED, PURGE_PUBLISHED, PENDING, OLDEST_PENDING, INSERT_INTENT_MESSAGE,];
 
 /// Claims up to `$3` events of topic `$1` due at `$2` for a relay, leased until `$5`, at
 /// most one per subject, in order of writing (`$4`: the window of oldest events it looks

@@ -118,9 +118,12 @@ pub fn list_statement(f: &ListFilter<'_>) -> &'static str {
 pub async fn list(c: &impl GenericClient, f: &ListFilter<'_>) -> Result<Vec<Reservation>, DbError> {
     let statuses: Option<Vec<&str>> = (!f.statuses.is_empty()).then(|| f.statuses.iter().map(|s| s.as_str()).collect());
     let (after_at, after_id) = f.after.unzip();
-    c.rows(list_statement(f), &[&f.owner, &f.resource_id, &f.now, &statuses, &f.from, &f.to, &after_at, &after_id, &f.limit])
-        .await?
-        .iter()
-        .map(from_row)
-        .collect()
+    c.rows(
+        list_statement(f),
+        &[&f.owner, &f.resource_id, &f.now, &statuses, &f.from, &f.to, &after_at, &after_id, &f.limit],
+    )
+    .await?
+    .iter()
+    .map(from_row)
+    .collect()
 }

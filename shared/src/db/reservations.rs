@@ -225,11 +225,8 @@ pub const RESOURCES_OF_BOOKING: &str =
     "SELECT DISTINCT resource_id FROM reservations WHERE id = $1 OR booking_id = $1 ORDER BY resource_id";
 
 /// The rows of a booking of several (`$1` the lead), in item order.
-pub const ITEMS_OF_BOOKING: &str = concat!(
-    "SELECT ",
-    columns!(),
-    ", pool_id FROM reservations WHERE booking_id = $1 ORDER BY item"
-);
+pub const ITEMS_OF_BOOKING: &str =
+    concat!("SELECT ", columns!(), ", pool_id FROM reservations WHERE booking_id = $1 ORDER BY item");
 
 /// What occupies a window: active, unlapsed reservations, in calendar order.
 pub const ACTIVE_IN_WINDOW: &str = concat!(
@@ -301,7 +298,9 @@ pub async fn insert_if_fits(c: &impl GenericClient, r: &NewReservation<'_>) -> R
     let source = r.source.as_str();
     let no_failure: Option<&str> = None;
     let rows = c
-        .rows(INSERT_IF_FITS, &[
+        .rows(
+            INSERT_IF_FITS,
+            &[
                 &r.id,
                 &r.resource_id,
                 &r.resource_capacity,
@@ -425,10 +424,7 @@ pub async fn lock_rows_of_booking(c: &impl GenericClient, id: Uuid) -> Result<Ve
         .await?
         .iter()
         .map(|row| {
-            Ok(RowState {
-                status: row.try_get::<_, &str>("status")?.parse()?,
-                expires_at: row.try_get("expires_at")?,
-            })
+            Ok(RowState { status: row.try_get::<_, &str>("status")?.parse()?, expires_at: row.try_get("expires_at")? })
         })
         .collect()
 }
@@ -479,7 +475,9 @@ pub struct Move<'a> {
 /// does not fit there (it is unchanged), and the lapsed holds it wrote down first.
 pub async fn move_if_fits(c: &impl GenericClient, m: &Move<'_>) -> Result<Inserted, DbError> {
     let rows = c
-        .rows(MOVE_IF_FITS, &[
+        .rows(
+            MOVE_IF_FITS,
+            &[
                 &m.id,
                 &m.resource_id,
                 &m.resource_capacity,

@@ -102,7 +102,9 @@ pub struct NewResource<'a> {
 
 pub async fn insert(c: &impl GenericClient, r: &NewResource<'_>) -> Result<Resource, DbError> {
     let row = c
-        .row(INSERT, &[
+        .row(
+            INSERT,
+            &[
                 &r.id,
                 &r.name,
                 &r.capacity,
@@ -181,7 +183,9 @@ pub async fn update_settings(
     now: DateTime<Utc>,
 ) -> Result<Resource, DbError> {
     let row = c
-        .row(UPDATE_SETTINGS, &[
+        .row(
+            UPDATE_SETTINGS,
+            &[
                 &id,
                 &s.name,
                 &s.capacity,

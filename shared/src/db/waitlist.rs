@@ -313,7 +313,10 @@ pub async fn active_for_range(
     owner: &str,
     (start, end): (DateTime<Utc>, DateTime<Utc>),
 ) -> Result<Option<Uuid>, DbError> {
-    Ok(c.opt_row(ACTIVE_FOR_RANGE, &[&resource_id, &owner, &start, &end]).await?.map(|row| row.try_get(0)).transpose()?)
+    Ok(c.opt_row(ACTIVE_FOR_RANGE, &[&resource_id, &owner, &start, &end])
+        .await?
+        .map(|row| row.try_get(0))
+        .transpose()?)
 }
 
 pub async fn upstream_queue(
@@ -359,7 +362,11 @@ pub async fn waiting_overlapping(
     after: i64,
     limit: i64,
 ) -> Result<Vec<WaitlistEntry>, DbError> {
-    c.rows(WAITING_OVERLAPPING, &[&resource_id, &start, &end, &now, &after, &limit]).await?.iter().map(from_row).collect()
+    c.rows(WAITING_OVERLAPPING, &[&resource_id, &start, &end, &now, &after, &limit])
+        .await?
+        .iter()
+        .map(from_row)
+        .collect()
 }
 
 /// See [`LIST`]; `after` is the sequence number of the last entry of the page before.

@@ -304,7 +304,9 @@ fn attempt_from_row(r: &Row) -> Result<DeliveryAttempt, DbError> {
 
 pub async fn insert(c: &impl GenericClient, new: &NewEndpoint<'_>) -> Result<Webhook, DbError> {
     let row = c
-        .row(INSERT, &[
+        .row(
+            INSERT,
+            &[
                 &new.id,
                 &new.url,
                 &new.secret.key(),
@@ -361,7 +363,9 @@ pub async fn rotate_secret(
     previous_until: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Option<(Webhook, Option<DateTime<Utc>>)>, DbError> {
-    let Some(row) = c.opt_row(ROTATE_SECRET, &[&id, &secret.key(), &previous_until, &now]).await? else { return Ok(None) };
+    let Some(row) = c.opt_row(ROTATE_SECRET, &[&id, &secret.key(), &previous_until, &now]).await? else {
+        return Ok(None);
+    };
     Ok(Some((from_row(&row)?, row.try_get("previous_secret_expires_at")?)))
 }
 
@@ -394,7 +398,9 @@ pub async fn store_event(
 /// Records one attempt; its number.
 pub async fn insert_attempt(c: &impl GenericClient, a: &NewAttempt<'_>) -> Result<i32, DbError> {
     let row = c
-        .row(INSERT_ATTEMPT, &[
+        .row(
+            INSERT_ATTEMPT,
+            &[
                 &Uuid::now_v7(),
                 &a.endpoint_id,
                 &a.event_id,
@@ -454,7 +460,11 @@ pub async fn list_attempts(
     c.rows(LIST_ATTEMPTS, &[&endpoint_id, &after_at, &after_id, &limit]).await?.iter().map(attempt_from_row).collect()
 }
 
-pub async fn attempted_event(c: &impl GenericClient, attempt_id: Uuid, endpoint_id: Uuid) -> Result<Option<Uuid>, DbError> {
+pub async fn attempted_event(
+    c: &impl GenericClient,
+    attempt_id: Uuid,
+    endpoint_id: Uuid,
+) -> Result<Option<Uuid>, DbError> {
     Ok(c.opt_row(ATTEMPTED_EVENT, &[&attempt_id, &endpoint_id]).await?.map(|r| r.try_get("event_id")).transpose()?)
 }
 
