@@ -194,7 +194,8 @@ BEGIN
     INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
     SELECT 'reservation.expired', exp.id,
            reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
-                             exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by)
+                             exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by,
+                             reservation_items(exp.id, exp.resource_id, exp.quantity))
            || jsonb_strip_nulls(jsonb_build_object('series_id', exp.series_id)),
            NEW.updated_at, NEW.updated_at
     FROM exp WHERE exp.id = exp.booking_id;
@@ -203,17 +204,18 @@ END
 $$;
 
 --
--- Name: reservation_event(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, text, text, text, jsonb, text); Type: FUNCTION; Schema: public; Owner: -
+-- Name: reservation_event(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, text, text, text, jsonb, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.reservation_event(p_id uuid, p_resource_id uuid, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_status text, p_source text, p_failure_reason text, p_metadata jsonb, p_acted_by text) RETURNS jsonb
+CREATE FUNCTION public.reservation_event(p_id uuid, p_resource_id uuid, p_owner text, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_status text, p_source text, p_failure_reason text, p_metadata jsonb, p_acted_by text, p_items jsonb) RETURNS jsonb
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
     SELECT jsonb_build_object('reservation_id', p_id, 'resource_id', p_resource_id, 'owner', p_owner,
                               'start', p_start, 'end', p_end, 'quantity', p_quantity, 'status', p_status,
                               'source', p_source, 'failure_reason', p_failure_reason,
                               'metadata', p_metadata, 'acted_by', p_acted_by,
-                              'items', reservation_items(p_id, p_resource_id, p_quantity))
+                              'items', coalesce(p_items, jsonb_build_array(jsonb_build_object(
+                                  'resource_id', p_resource_id, 'pool_id', NULL, 'quantity', p_quantity))))
 $$;
 
 --
@@ -361,7 +363,7 @@ BEGIN
             INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at, claimed_until)
             VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END,
                     o.id, reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity,
-                                            o.status, o.source, o.failure_reason, o.metadata, o.acted_by),
+                                            o.status, o.source, o.failure_reason, o.metadata, o.acted_by, NULL),
                     p_now, p_now, p_event_lease)
             RETURNING CASE WHEN p_event_lease IS NOT NULL
                            THEN jsonb_build_object('kind', outbox.kind, 'payload', outbox.payload) END INTO o.event;
@@ -523,7 +525,7 @@ BEGIN
         INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at, claimed_until)
         VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END, o.id,
                 reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status,
-                                  o.source, o.failure_reason, o.metadata, o.acted_by),
+                                  o.source, o.failure_reason, o.metadata, o.acted_by, NULL),
                 p_now, p_now, p_event_lease)
         RETURNING CASE WHEN p_event_lease IS NOT NULL
                        THEN jsonb_build_object('kind', outbox.kind, 'payload', outbox.payload) END INTO o.event;
@@ -751,7 +753,7 @@ BEGIN
     INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at)
     VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END, p_ids[1],
             reservation_event(p_ids[1], picked[1], p_owner, p_start, p_end, p_quantities[1], new_status, 'request', NULL,
-                              p_metadata, p_owner),
+                              p_metadata, p_owner, reservation_items(p_ids[1], picked[1], p_quantities[1])),
             p_now, p_now)
     RETURNING outbox.payload -> 'items' INTO items;
     RETURN NEXT;
@@ -778,7 +780,8 @@ BEGIN
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT 'reservation.expired', exp.id,
                reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
-                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by)
+                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by,
+                                 reservation_items(exp.id, exp.resource_id, exp.quantity))
                || reservation_series_field(exp.id),
                p_now, p_now
         FROM exp
@@ -801,7 +804,7 @@ BEGIN
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT CASE ins.status WHEN 'HELD' THEN 'reservation.held' ELSE 'reservation.confirmed' END, ins.id,
                reservation_event(ins.id, ins.resource_id, ins.owner, ins.starts_at, ins.ends_at, ins.quantity,
-                                 ins.status, ins.source, ins.failure_reason, ins.metadata, ins.acted_by),
+                                 ins.status, ins.source, ins.failure_reason, ins.metadata, ins.acted_by, NULL),
                p_now, p_now
         -- After the expiries' events (exp_ev), so the log reads in the order things happened.
         FROM ins, (SELECT count(*) FROM exp_ev) AS expiries_logged
@@ -898,7 +901,8 @@ BEGIN
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT 'reservation.expired', exp.id,
                reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
-                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by)
+                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by,
+                                 reservation_items(exp.id, exp.resource_id, exp.quantity))
                || reservation_series_field(exp.id),
                p_now, p_now
         FROM exp
@@ -921,7 +925,8 @@ BEGIN
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT p_event, upd.id,
                reservation_event(upd.id, upd.resource_id, upd.owner, upd.starts_at, upd.ends_at, upd.quantity,
-                                 upd.status, upd.source, upd.failure_reason, upd.metadata, upd.acted_by)
+                                 upd.status, upd.source, upd.failure_reason, upd.metadata, upd.acted_by,
+                                 reservation_items(upd.id, upd.resource_id, upd.quantity))
                || reservation_series_field(upd.id),
                p_now, p_now
         FROM upd, (SELECT count(*) FROM exp_ev) AS expiries_logged
@@ -960,9 +965,7 @@ CREATE TABLE public.reservations (
     item smallint,
     pool_id uuid,
     reschedules integer DEFAULT 0 NOT NULL,
-    series_id uuid,
-    CONSTRAINT reservations_item_of_booking CHECK (((booking_id IS NULL) = (item IS NULL))),
-    CONSTRAINT reservations_pool_in_booking CHECK (((pool_id IS NULL) OR (booking_id IS NOT NULL)))
+    series_id uuid
 );
 
 --
@@ -984,8 +987,12 @@ BEGIN
         broken := 'reservations_failure_reason';
     ELSIF (r.status <> 'HELD' OR r.expires_at IS NOT NULL) IS FALSE THEN
         broken := 'reservations_held_expires';
+    ELSIF ((r.booking_id IS NULL) = (r.item IS NULL)) IS FALSE THEN
+        broken := 'reservations_item_of_booking';
     ELSIF (r.starts_at < r.ends_at) IS FALSE THEN
         broken := 'reservations_period_ordered';
+    ELSIF (r.pool_id IS NULL OR r.booking_id IS NOT NULL) IS FALSE THEN
+        broken := 'reservations_pool_in_booking';
     ELSIF (r.quantity >= 1 AND r.quantity <= r.resource_capacity) IS FALSE THEN
         broken := 'reservations_quantity_fits';
     ELSE

@@ -272,14 +272,41 @@ pub async fn run_notifier(
     // The events waiting behind the one being delivered, per subject. A subject is a
     // key while a task works through its events; the task removes it when none wait.
     let waiting: Arc<std::sync::Mutex<Waiting>> = Arc::default();
-    while let Some(envelope) = queue.recv().await {
-        tracing::info!(event_id = %envelope.id, kind = %envelope.kind, subject_id = %envelope.subject_id, "event");
+    let mut batch = Vec::new();
+    while queue.recv_many(&mut batch, usize::MAX).await > 0 {
+        for envelope in &batch {
+            tracing::info!(event_id = %envelope.id, kind = %envelope.kind, subject_id = %envelope.subject_id, "event");
+        }
+        // One look for what came together: with no webhook endpoint at all, no event of
+        // the batch is due anywhere (an endpoint made later takes only later events),
+        // and none needs the handler's per-event read.
+        match shared::db::webhooks::any_endpoint(&notifier.state.pool).await {
+            Ok(false) => {
+                batch.clear();
+                continue;
+            }
+            Ok(true) => {}
+            Err(e) => tracing::warn!(error = %e, "could not look for webhook endpoints; each event looks itself"),
+        }
+        for envelope in batch.drain(..) {
+            hand_to_its_subject(&notifier, &waiting, envelope);
+        }
+    }
+}
+
+/// Delivers `envelope` now, or behind the events of its subject still in flight.
+fn hand_to_its_subject(
+    notifier: &std::sync::Arc<notifier::Notifier>,
+    waiting: &Arc<std::sync::Mutex<Waiting>>,
+    envelope: shared::outbox::Envelope,
+) {
+    {
         let subject = envelope.subject_id;
         {
             let mut waiting = waiting.lock().expect("no task panics holding the lock");
             if let Some(behind) = waiting.get_mut(&subject) {
                 behind.push_back(envelope);
-                continue;
+                return;
             }
             waiting.insert(subject, std::collections::VecDeque::new());
         }

@@ -38,7 +38,8 @@ BEGIN
     INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
     SELECT 'reservation.expired', exp.id,
            reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
-                             exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by)
+                             exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by,
+                             reservation_items(exp.id, exp.resource_id, exp.quantity))
            || jsonb_strip_nulls(jsonb_build_object('series_id', exp.series_id)),
            NEW.updated_at, NEW.updated_at
     FROM exp WHERE exp.id = exp.booking_id;

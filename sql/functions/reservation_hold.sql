@@ -180,7 +180,7 @@ BEGIN
             INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at, claimed_until)
             VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END,
                     o.id, reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity,
-                                            o.status, o.source, o.failure_reason, o.metadata, o.acted_by),
+                                            o.status, o.source, o.failure_reason, o.metadata, o.acted_by, NULL),
                     p_now, p_now, p_event_lease)
             RETURNING CASE WHEN p_event_lease IS NOT NULL
                            THEN jsonb_build_object('kind', outbox.kind, 'payload', outbox.payload) END INTO o.event;
@@ -342,7 +342,7 @@ BEGIN
         INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at, claimed_until)
         VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END, o.id,
                 reservation_event(o.id, o.resource_id, o.owner, o.starts_at, o.ends_at, o.quantity, o.status,
-                                  o.source, o.failure_reason, o.metadata, o.acted_by),
+                                  o.source, o.failure_reason, o.metadata, o.acted_by, NULL),
                 p_now, p_now, p_event_lease)
         RETURNING CASE WHEN p_event_lease IS NOT NULL
                        THEN jsonb_build_object('kind', outbox.kind, 'payload', outbox.payload) END INTO o.event;

@@ -229,7 +229,7 @@ BEGIN
     INSERT INTO outbox (id, kind, subject_id, payload, created_at, next_attempt_at)
     VALUES (p_event_id, CASE WHEN p_confirm THEN 'reservation.confirmed' ELSE 'reservation.held' END, p_ids[1],
             reservation_event(p_ids[1], picked[1], p_owner, p_start, p_end, p_quantities[1], new_status, 'request', NULL,
-                              p_metadata, p_owner),
+                              p_metadata, p_owner, reservation_items(p_ids[1], picked[1], p_quantities[1])),
             p_now, p_now)
     RETURNING outbox.payload -> 'items' INTO items;
     RETURN NEXT;

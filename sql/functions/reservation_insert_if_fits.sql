@@ -39,7 +39,8 @@ BEGIN
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT 'reservation.expired', exp.id,
                reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
-                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by)
+                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by,
+                                 reservation_items(exp.id, exp.resource_id, exp.quantity))
                || reservation_series_field(exp.id),
                p_now, p_now
         FROM exp
@@ -62,7 +63,7 @@ BEGIN
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT CASE ins.status WHEN 'HELD' THEN 'reservation.held' ELSE 'reservation.confirmed' END, ins.id,
                reservation_event(ins.id, ins.resource_id, ins.owner, ins.starts_at, ins.ends_at, ins.quantity,
-                                 ins.status, ins.source, ins.failure_reason, ins.metadata, ins.acted_by),
+                                 ins.status, ins.source, ins.failure_reason, ins.metadata, ins.acted_by, NULL),
                p_now, p_now
         -- After the expiries' events (exp_ev), so the log reads in the order things happened.
         FROM ins, (SELECT count(*) FROM exp_ev) AS expiries_logged

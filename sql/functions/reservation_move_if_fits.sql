@@ -28,7 +28,8 @@ BEGIN
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT 'reservation.expired', exp.id,
                reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
-                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by)
+                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by,
+                                 reservation_items(exp.id, exp.resource_id, exp.quantity))
                || reservation_series_field(exp.id),
                p_now, p_now
         FROM exp
@@ -51,7 +52,8 @@ BEGIN
         INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
         SELECT p_event, upd.id,
                reservation_event(upd.id, upd.resource_id, upd.owner, upd.starts_at, upd.ends_at, upd.quantity,
-                                 upd.status, upd.source, upd.failure_reason, upd.metadata, upd.acted_by)
+                                 upd.status, upd.source, upd.failure_reason, upd.metadata, upd.acted_by,
+                                 reservation_items(upd.id, upd.resource_id, upd.quantity))
                || reservation_series_field(upd.id),
                p_now, p_now
         FROM upd, (SELECT count(*) FROM exp_ev) AS expiries_logged

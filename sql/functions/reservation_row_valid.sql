@@ -18,8 +18,12 @@ BEGIN
         broken := 'reservations_failure_reason';
     ELSIF (r.status <> 'HELD' OR r.expires_at IS NOT NULL) IS FALSE THEN
         broken := 'reservations_held_expires';
+    ELSIF ((r.booking_id IS NULL) = (r.item IS NULL)) IS FALSE THEN
+        broken := 'reservations_item_of_booking';
     ELSIF (r.starts_at < r.ends_at) IS FALSE THEN
         broken := 'reservations_period_ordered';
+    ELSIF (r.pool_id IS NULL OR r.booking_id IS NOT NULL) IS FALSE THEN
+        broken := 'reservations_pool_in_booking';
     ELSIF (r.quantity >= 1 AND r.quantity <= r.resource_capacity) IS FALSE THEN
         broken := 'reservations_quantity_fits';
     ELSE

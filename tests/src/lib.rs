@@ -683,17 +683,21 @@ pub async fn publishing_after_each_request(
 /// Writes `per_subject` due events (`reservation.updated`, payload `{"n": round}`) for
 /// each subject, due at `at`, round by round: every subject's round 0, then round 1...
 pub async fn write_events(app: &TestApp, subjects: &[Uuid], per_subject: i32, at: chrono::DateTime<Utc>) {
-    app.db()
-        .await
-        .execute(
-            "INSERT INTO outbox (topic, kind, subject_id, payload, created_at, next_attempt_at) \
+    let mut db = app.db().await;
+    let tx = db.transaction().await.unwrap();
+    // Hundreds of thousands of rows take longer than the service's statement timeout
+    // on a machine busy with the rest of the suite.
+    tx.batch_execute("SET LOCAL statement_timeout = '120s'").await.unwrap();
+    tx.execute(
+        "INSERT INTO outbox (topic, kind, subject_id, payload, created_at, next_attempt_at) \
              SELECT 'events', 'reservation.updated', s, jsonb_build_object('n', n), $2, $2 \
              FROM generate_series(0, $3 - 1) n CROSS JOIN unnest($1::uuid[]) WITH ORDINALITY AS u(s, k) \
              ORDER BY n, k",
-            &[&subjects, &at, &per_subject],
-        )
-        .await
-        .unwrap();
+        &[&subjects, &at, &per_subject],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
 }
 
 /// An SQS client of the endpoint at `endpoint`, with moto's test credentials.

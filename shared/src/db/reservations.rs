@@ -73,7 +73,13 @@ macro_rules! event_payload {
             $row,
             ".metadata, ",
             $row,
-            ".acted_by) || jsonb_strip_nulls(jsonb_build_object('series_id', ",
+            ".acted_by, reservation_items(",
+            $row,
+            ".id, ",
+            $row,
+            ".resource_id, ",
+            $row,
+            ".quantity)) || jsonb_strip_nulls(jsonb_build_object('series_id', ",
             $row,
             ".series_id)))"
         )

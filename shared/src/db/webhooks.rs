@@ -16,6 +16,7 @@ statements![
     ROTATE_SECRET,
     DELETE,
     DUE_FOR_EVENT,
+    ANY_ENDPOINT,
     RECORD_DELIVERY,
     PURGE_DELIVERIES,
     STORE_EVENT,
@@ -82,6 +83,10 @@ pub const DELETE: &str = "UPDATE webhook_endpoints SET deleted_at = $2 WHERE id 
 /// with the secret a rotation left signing until after `$5` (now), if any. A disabled
 /// endpoint is listed (as `disabled`) until its log has the event, so that a recovery
 /// finds what it missed.
+/// Whether any webhook endpoint is registered (enabled or not): without one, no event
+/// is due anywhere.
+pub const ANY_ENDPOINT: &str = "SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE deleted_at IS NULL)";
+
 pub const DUE_FOR_EVENT: &str = r#"
     SELECT e.id, e.url, e.secret,
            CASE WHEN e.previous_secret_expires_at > $5 THEN e.previous_secret END AS previous_secret,
@@ -337,6 +342,11 @@ pub async fn list(
 /// `true` when a live endpoint was deleted.
 pub async fn delete(c: &impl GenericClient, id: Uuid, now: DateTime<Utc>) -> Result<bool, DbError> {
     Ok(c.exec(DELETE, &[&id, &now]).await? == 1)
+}
+
+/// See [`ANY_ENDPOINT`].
+pub async fn any_endpoint(pool: &deadpool_postgres::Pool) -> Result<bool, DbError> {
+    Ok(pool.get().await?.row(ANY_ENDPOINT, &[]).await?.try_get(0)?)
 }
 
 pub async fn due_for_event(

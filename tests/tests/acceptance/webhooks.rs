@@ -493,6 +493,36 @@ async fn the_dev_servers_in_process_notifier_delivers_what_the_relay_publishes()
     assert_eq!(seen[0].event()["subject_id"], reservation["id"]);
 }
 
+/// The in-process notifier looks once per batch whether any endpoint is registered: a
+/// batch that finds none is passed over, and an endpoint registered afterwards still
+/// gets every event written after it.
+#[tokio::test]
+async fn the_dev_servers_notifier_passes_over_events_no_endpoint_wants_and_delivers_those_after_one_is_registered() {
+    let app = TestApp::spawn().await;
+    let receiver = Receiver::accepting().await;
+    let resource = app.resource(1).await;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let loop_task = tokio::spawn(dev_server::run_notifier(Arc::new(notifier(&app, Sender::DEFAULT_TIMEOUT)), rx));
+    let queue = shared::outbox::Queue::Channel(tx);
+    app.hold("alice", resource, 8, 9).await;
+    let first = sweeper::sweep(&app.state, &queue, Default::default()).await;
+    assert_eq!(first.events.map(|r| r.published), Some(1), "published to a notifier with no endpoint");
+
+    register(&app, &receiver.url, &["reservation.held"], None).await;
+    let later = app.hold("bob", resource, 10, 11).await;
+    let second = sweeper::sweep(&app.state, &queue, Default::default()).await;
+    assert_eq!(second.events.map(|r| r.published), Some(1));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while receiver.seen().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    loop_task.abort();
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 1, "the event written after the endpoint, and only it");
+    assert_eq!(seen[0].event()["subject_id"], later["id"]);
+}
+
 /// In the dev server no sweep is needed: each request that writes events wakes the
 /// server's relay after its commit, and the one relay keeps each reservation's events
 /// in the order they were written.
