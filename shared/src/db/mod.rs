@@ -568,6 +568,47 @@ mod migration_tests {
 }
 
 #[cfg(test)]
+mod connection_tests {
+    use crate::config::{Config, Defaults};
+    use std::time::Duration;
+    use tokio_postgres::config::{Host, TargetSessionAttrs};
+
+    fn pg_config_of(url: &str) -> tokio_postgres::Config {
+        let url = url.to_string();
+        let config =
+            Config::from_lookup(Defaults::Lambda, move |k| (k == "DATABASE_URL").then(|| url.clone())).unwrap();
+        super::pg_config(&config).unwrap()
+    }
+
+    #[test]
+    fn every_connection_must_write_and_finds_a_silent_peer_within_seconds() {
+        let pg = pg_config_of("postgres://u@db.example.com/reservations");
+        assert_eq!(pg.get_target_session_attrs(), TargetSessionAttrs::ReadWrite);
+        assert!(pg.get_keepalives());
+        assert_eq!(pg.get_keepalives_idle(), Duration::from_secs(2));
+        assert_eq!(pg.get_keepalives_interval(), Some(Duration::from_secs(1)));
+        assert_eq!(pg.get_keepalives_retries(), Some(2));
+        assert_eq!(pg.get_tcp_user_timeout(), Some(&Duration::from_secs(4)));
+        assert_eq!(pg.get_connect_timeout(), Some(&Duration::from_secs(2)));
+        // The host stays a name, resolved at every connection: no address is kept.
+        assert_eq!(pg.get_hosts(), &[Host::Tcp("db.example.com".into())]);
+        assert!(pg.get_hostaddrs().is_empty());
+    }
+
+    #[test]
+    fn the_urls_own_connection_settings_win_but_a_connection_must_still_write() {
+        let pg = pg_config_of(
+            "postgres://u@a,b/r?keepalives_idle=7&connect_timeout=9&tcp_user_timeout=11&target_session_attrs=any",
+        );
+        assert_eq!(pg.get_keepalives_idle(), Duration::from_secs(7));
+        assert_eq!(pg.get_connect_timeout(), Some(&Duration::from_secs(9)));
+        assert_eq!(pg.get_tcp_user_timeout(), Some(&Duration::from_secs(11)));
+        assert_eq!(pg.get_target_session_attrs(), TargetSessionAttrs::ReadWrite);
+        assert_eq!(pg.get_hosts().len(), 2);
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::{MODULES, STATEMENTS};
 
