@@ -155,6 +155,9 @@ class Proxy:
         self.generation = 0
         self.frozen_below = 0
         self.loop = asyncio.new_event_loop()
+        # Frozen connections are meant to hang until the proxy goes: what asyncio would
+        # report about them then (tasks pending, cancelled callbacks) is no news.
+        self.loop.set_exception_handler(lambda _loop, _context: None)
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
