@@ -354,9 +354,12 @@ BEGIN
                         EXIT hold;
                     END IF;
                 END IF;
-                -- Lost. A crash that lost this commit would lose only a refusal: no
-                -- need to wait for the disk.
-                PERFORM set_config('synchronous_commit', 'off', true);
+                -- Lost. Without a key, a crash or failover that lost this commit would
+                -- lose only a refusal: no need to wait for the disk. Under a key the
+                -- refusal is the key's answer, a promise: it commits as the session says.
+                IF p_key IS NULL THEN
+                    PERFORM set_config('synchronous_commit', 'off', true);
+                END IF;
                 o.outcome := 'unavailable';
                 EXIT hold;
             END IF;
@@ -472,10 +475,13 @@ BEGIN
             fits := (reservation_load(p_resource, p_start, p_end, p_now)).peak + p_quantity <= res.capacity;
         END IF;
         IF NOT fits THEN
-            -- Lost under the lock. A crash that lost this commit would lose only a
-            -- refusal: no need to wait for the disk, and the queue behind the lock
-            -- moves faster.
-            PERFORM set_config('synchronous_commit', 'off', true);
+            -- Lost under the lock. Without a key, a crash or failover that lost this
+            -- commit would lose only a refusal: no need to wait for the disk, and the
+            -- queue behind the lock moves faster. Under a key the refusal is the key's
+            -- answer, replayed to every retry: it commits as the session says.
+            IF p_key IS NULL THEN
+                PERFORM set_config('synchronous_commit', 'off', true);
+            END IF;
             o.outcome := 'unavailable';
             EXIT hold;
         END IF;

@@ -50,6 +50,10 @@ pub struct Config {
     /// (RDS Proxy, PgBouncer) multiplexes many instances with `db_statements` unnamed.
     pub db_pool_size: usize,
     pub db_statement_timeout: Duration,
+    /// `DB_REQUEST_TIMEOUT_MS`: the longest a request may take, its waits for a
+    /// connection and its statements included; past it the answer is 503. Unset: the
+    /// statement timeout ([`Config::request_timeout`]).
+    pub db_request_timeout: Option<Duration>,
     /// `DB_STATEMENTS`: how statements are sent (`db::Statements`). `unnamed` (the
     /// default) works through a transaction-mode pooler; `cached` only on a direct
     /// connection.
@@ -115,6 +119,13 @@ pub struct UpstreamConfig {
 }
 
 impl Config {
+    /// The longest a request may take: `DB_REQUEST_TIMEOUT_MS`, else the statement
+    /// timeout, so that a statement the server would let run is not cut short by
+    /// default, while one that waits on a peer that is gone (a failover, a partition) is.
+    pub fn request_timeout(&self) -> Duration {
+        self.db_request_timeout.unwrap_or(self.db_statement_timeout)
+    }
+
     /// Where the migration step connects: `DATABASE_MIGRATION_URL`, else `DATABASE_URL`.
     pub fn migration_url(&self) -> &Secret {
         self.database_migration_url.as_ref().unwrap_or(&self.database_url)
@@ -216,6 +227,10 @@ impl Config {
             database_migration_url: get("DATABASE_MIGRATION_URL").filter(|u| !u.is_empty()).map(Secret),
             db_pool_size: num("DB_POOL_SIZE", pool_default, 1, 1000)? as usize,
             db_statement_timeout: Duration::from_millis(num("DB_STATEMENT_TIMEOUT_MS", 5_000, 100, 600_000)? as u64),
+            db_request_timeout: match get("DB_REQUEST_TIMEOUT_MS") {
+                None => None,
+                Some(_) => Some(Duration::from_millis(num("DB_REQUEST_TIMEOUT_MS", 0, 100, 600_000)? as u64)),
+            },
             db_statements,
             db_ca_file: get("DB_CA_FILE").filter(|v| !v.is_empty()),
             auth_mode,

@@ -25,7 +25,7 @@ use shared::http::{
 use shared::upstream::{UpstreamError, cache};
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
-    Ok(respond(&req, serve(state, &req)).await)
+    Ok(respond(state, &req, serve(state, &req)).await)
 }
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {

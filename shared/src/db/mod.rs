@@ -166,17 +166,26 @@ impl DbError {
 impl From<tokio_postgres::Error> for DbError {
     fn from(e: tokio_postgres::Error) -> Self {
         use tokio_postgres::error::SqlState;
-        let unavailable = e.is_closed()
+        // A server that cannot write, or is going away: a standby not yet promoted, a
+        // primary made read-only, a shutdown, a crash, a recovery. During a failover
+        // the connections made before it may all lead there, so none of them is handed
+        // out again ([`pool`]'s check).
+        let not_writable = e.code().is_some_and(|code| {
+            *code == SqlState::READ_ONLY_SQL_TRANSACTION
+                || *code == SqlState::ADMIN_SHUTDOWN
+                || *code == SqlState::CRASH_SHUTDOWN
+                || *code == SqlState::CANNOT_CONNECT_NOW
+        });
+        if not_writable {
+            write_off_connections();
+        }
+        let unavailable = not_writable
+            || e.is_closed()
             || match e.code() {
-                // Class 08 (connection exception), shutdowns, too many connections.
-                Some(code) => {
-                    code.code().starts_with("08")
-                        || *code == SqlState::ADMIN_SHUTDOWN
-                        || *code == SqlState::CRASH_SHUTDOWN
-                        || *code == SqlState::CANNOT_CONNECT_NOW
-                        || *code == SqlState::TOO_MANY_CONNECTIONS
-                }
-                // No SQLSTATE at all means the error came from the socket, not the server.
+                // Class 08 (connection exception), too many connections.
+                Some(code) => code.code().starts_with("08") || *code == SqlState::TOO_MANY_CONNECTIONS,
+                // No SQLSTATE at all means the error came from the socket, not the server
+                // (or from the read-write check of a new connection).
                 None => e.as_db_error().is_none(),
             };
         let busy = e.code().is_some_and(|code| {
@@ -227,7 +236,32 @@ fn pg_config_of(config: &Config, name: &'static str, url: &str) -> Result<tokio_
     if pg.get_application_name().is_none() {
         pg.application_name("reservations");
     }
-    pg.connect_timeout(std::time::Duration::from_secs(5));
+    // Every connection must be able to write: a standby in recovery or a server made
+    // read-only is passed over for the URL's next host, or refused (503), whatever the
+    // URL says (the service writes on every path that matters).
+    pg.target_session_attrs(tokio_postgres::config::TargetSessionAttrs::ReadWrite);
+    // A peer that vanished without closing (a partition, a dead host) is found within
+    // about 4 s: an idle connection by keepalives (2 s idle, then 2 probes a second
+    // apart), one with unacknowledged data by the TCP user timeout. The URL's own
+    // settings win.
+    pg.keepalives(true);
+    if pg.get_keepalives_idle() == std::time::Duration::from_secs(2 * 60 * 60) {
+        pg.keepalives_idle(std::time::Duration::from_secs(2));
+    }
+    if pg.get_keepalives_interval().is_none() {
+        pg.keepalives_interval(std::time::Duration::from_secs(1));
+    }
+    if pg.get_keepalives_retries().is_none() {
+        pg.keepalives_retries(2);
+    }
+    if pg.get_tcp_user_timeout().is_none() {
+        pg.tcp_user_timeout(std::time::Duration::from_secs(4));
+    }
+    // Per address: a multi-host URL tries the next host after it. The whole connection
+    // (with TLS, authentication and the read-write check) is bounded by the pool.
+    if pg.get_connect_timeout().is_none() {
+        pg.connect_timeout(CONNECT_TIMEOUT);
+    }
     // TLS only where asked for: `prefer` (the default) would try it against a local
     // server's self-signed certificate and fail verification instead of falling back.
     if pg.get_ssl_mode() != SslMode::Require {
@@ -264,29 +298,88 @@ pub fn tls(config: &Config) -> Result<MakeRustlsConnect, ConfigError> {
     Ok(MakeRustlsConnect::new(tls))
 }
 
+/// How long connecting to one address may take (`connect_timeout`).
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long the check of a pooled connection before its use may take: an empty query
+/// answers in a round trip, so one that takes longer leads to a peer that is gone or
+/// stalled, and the connection is dropped rather than waited for.
+const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The last time this process met a server that could not write or was going away
+/// ([`DbError`]'s conversion records it). Connections made before it are not handed
+/// out again: after a failover they may all lead to the old primary or to a standby.
+/// The process's, as every pool of a process reaches the same database.
+static WRITTEN_OFF_BEFORE: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+fn write_off_connections() {
+    *WRITTEN_OFF_BEFORE.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+}
+
+fn written_off(created: std::time::Instant) -> bool {
+    WRITTEN_OFF_BEFORE.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|at| created <= at)
+}
+
 /// A pool that connects lazily: building it does no I/O, so cold start stays cheap.
 ///
-/// A connection is checked with an empty query before it is handed out (`Verified`,
-/// one round trip with no parse or plan). Checking only whether the socket is known to
-/// be closed (`Fast`) handed out connections whose backend had been terminated but
-/// whose close had not arrived yet: the request after a failover or a killed backend
-/// then failed with 503 where it could have run.
+/// A connection is checked before it is handed out ([`check_before_use`]); one that
+/// fails the check is dropped and the next one (or a new one) is tried. Waiting for a
+/// connection and making one are bounded (5 s each); a request's whole time is bounded
+/// by `DB_REQUEST_TIMEOUT_MS` ([`crate::http::respond`]).
 ///
 /// It also sets how this process sends statements (`DB_STATEMENTS`, [`run::set_mode`]).
 pub fn pool(config: &Config) -> Result<Pool, ConfigError> {
     run::set_mode(config.db_statements);
+    // The manager's own recycling only looks at whether the socket is known to be
+    // closed: the round trip is the hook's, with its time bound.
     let manager = Manager::from_config(
         pg_config(config)?,
         tls(config)?,
-        ManagerConfig { recycling_method: RecyclingMethod::Verified },
+        ManagerConfig { recycling_method: RecyclingMethod::Fast },
     );
     Ok(Pool::builder(manager)
         .max_size(config.db_pool_size)
         .wait_timeout(Some(std::time::Duration::from_secs(5)))
         .create_timeout(Some(std::time::Duration::from_secs(5)))
+        .pre_recycle(deadpool_postgres::Hook::async_fn(|client, metrics| Box::pin(check_before_use(client, metrics))))
         .runtime(deadpool_postgres::Runtime::Tokio1)
         .build()
         .expect("a pool with a runtime and timeouts always builds"))
+}
+
+/// The check of a pooled connection before it is handed out again.
+///
+/// - A connection made before the process last met a server that could not write or
+///   was going away is dropped unasked: after a failover it may lead to the old
+///   primary or to a standby.
+/// - The others get an empty query (one round trip with no parse or plan), which must
+///   answer within [`CHECK_TIMEOUT`]. Checking only whether the socket is known to be
+///   closed handed out connections whose backend had been terminated but whose close
+///   had not arrived yet: the request after a failover or a killed backend then failed
+///   with 503 where it could have run. A check that gets no answer in time means a peer
+///   that is gone without closing (a partition, a dead host, a stalled proxy), and
+///   every connection made before it is then written off, so that the requests after
+///   it do not each wait on one more of them.
+async fn check_before_use(
+    client: &mut deadpool_postgres::ClientWrapper,
+    metrics: &deadpool_postgres::Metrics,
+) -> Result<(), deadpool_postgres::HookError> {
+    use deadpool_postgres::HookError;
+    if written_off(metrics.created) {
+        return Err(HookError::message("made before the server was last found unable to write"));
+    }
+    match tokio::time::timeout(CHECK_TIMEOUT, client.simple_query("")).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => {
+            // The conversion records a server that cannot write or is going away.
+            let reason = DbError::from(e).to_string();
+            Err(HookError::message(reason))
+        }
+        Err(_) => {
+            write_off_connections();
+            Err(HookError::message("the check got no answer in time"))
+        }
+    }
 }
 
 /// The key of the session-level advisory lock [`migrate`] holds: the only advisory
@@ -437,10 +530,30 @@ pub async fn connect_and_migrate(config: &Config) -> Result<usize, MigrateError>
     applied
 }
 
-/// Does PostgreSQL answer? For the health route.
+/// A request that did not finish within its time ([`crate::config::Config::request_timeout`]):
+/// its database work waited on a peer that is gone or stalled.
+#[derive(Debug, thiserror::Error)]
+#[error("the request did not finish within {0:?}")]
+pub struct TimedOut(pub std::time::Duration);
+
+/// A server that answers but cannot write: a standby in recovery, or a server made
+/// read-only.
+#[derive(Debug, thiserror::Error)]
+#[error("the database server cannot write (in recovery or read-only)")]
+pub struct NotWritable;
+
+/// Does PostgreSQL answer, and can it write? For the health route: a server that
+/// answers but cannot write is unavailable to this service.
 pub async fn ping(pool: &Pool) -> Result<(), DbError> {
     let client = pool.get().await?;
-    client.simple_query("SELECT 1").await?;
+    let rows =
+        client.simple_query("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::boolean").await?;
+    let writable =
+        rows.iter().any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(r) if r.get(0) == Some("f")));
+    if !writable {
+        write_off_connections();
+        return Err(DbError::Unavailable(Box::new(NotWritable)));
+    }
     Ok(())
 }
 
@@ -469,6 +582,47 @@ mod migration_tests {
             let on_disk = std::fs::read_to_string(format!("{dir}/{file}.sql")).unwrap();
             assert_eq!(*sql, on_disk, "{file}: db::FUNCTIONS embeds another file");
         }
+    }
+}
+
+#[cfg(test)]
+mod connection_tests {
+    use crate::config::{Config, Defaults};
+    use std::time::Duration;
+    use tokio_postgres::config::{Host, TargetSessionAttrs};
+
+    fn pg_config_of(url: &str) -> tokio_postgres::Config {
+        let url = url.to_string();
+        let config =
+            Config::from_lookup(Defaults::Lambda, move |k| (k == "DATABASE_URL").then(|| url.clone())).unwrap();
+        super::pg_config(&config).unwrap()
+    }
+
+    #[test]
+    fn every_connection_must_write_and_finds_a_silent_peer_within_seconds() {
+        let pg = pg_config_of("postgres://u@db.example.com/reservations");
+        assert_eq!(pg.get_target_session_attrs(), TargetSessionAttrs::ReadWrite);
+        assert!(pg.get_keepalives());
+        assert_eq!(pg.get_keepalives_idle(), Duration::from_secs(2));
+        assert_eq!(pg.get_keepalives_interval(), Some(Duration::from_secs(1)));
+        assert_eq!(pg.get_keepalives_retries(), Some(2));
+        assert_eq!(pg.get_tcp_user_timeout(), Some(&Duration::from_secs(4)));
+        assert_eq!(pg.get_connect_timeout(), Some(&Duration::from_secs(2)));
+        // The host stays a name, resolved at every connection: no address is kept.
+        assert_eq!(pg.get_hosts(), &[Host::Tcp("db.example.com".into())]);
+        assert!(pg.get_hostaddrs().is_empty());
+    }
+
+    #[test]
+    fn the_urls_own_connection_settings_win_but_a_connection_must_still_write() {
+        let pg = pg_config_of(
+            "postgres://u@a,b/r?keepalives_idle=7&connect_timeout=9&tcp_user_timeout=11&target_session_attrs=any",
+        );
+        assert_eq!(pg.get_keepalives_idle(), Duration::from_secs(7));
+        assert_eq!(pg.get_connect_timeout(), Some(&Duration::from_secs(9)));
+        assert_eq!(pg.get_tcp_user_timeout(), Some(&Duration::from_secs(11)));
+        assert_eq!(pg.get_target_session_attrs(), TargetSessionAttrs::ReadWrite);
+        assert_eq!(pg.get_hosts().len(), 2);
     }
 }
 

@@ -114,7 +114,15 @@ impl Reply {
 /// from its path or from the `Location` of what it created. One line closes it with
 /// the status and the duration. In Lambda the runtime's own span around it adds the
 /// request id.
-pub async fn respond(req: &Request, work: impl Future<Output = Result<Response<Body>, ApiError>>) -> Response<Body> {
+///
+/// The request's whole time is bounded ([`crate::config::Config::request_timeout`]):
+/// past it the answer is 503 `database-unavailable`, so that no request waits on a
+/// database peer that went away without closing its connections.
+pub async fn respond(
+    state: &crate::AppState,
+    req: &Request,
+    work: impl Future<Output = Result<Response<Body>, ApiError>>,
+) -> Response<Body> {
     use tracing::field::Empty;
     let started = Instant::now();
     let span = tracing::info_span!(
@@ -130,7 +138,14 @@ pub async fn respond(req: &Request, work: impl Future<Output = Result<Response<B
         span.record("route", matched.spec.path);
     }
     record_subject(&span, req.uri().path());
-    let response = match work.instrument(span.clone()).await {
+    let limit = state.config.request_timeout();
+    let outcome = match tokio::time::timeout(limit, work.instrument(span.clone())).await {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            Err(ApiError::DatabaseUnavailable(crate::db::DbError::Unavailable(Box::new(crate::db::TimedOut(limit)))))
+        }
+    };
+    let response = match outcome {
         Ok(response) => response,
         Err(e) => span.in_scope(|| e.into_reply_at(req.uri().path()).into_response()),
     };
@@ -153,9 +168,9 @@ pub async fn respond_publishing(
     work: impl Future<Output = Result<Response<Body>, ApiError>>,
 ) -> Response<Body> {
     if req.method().is_safe() {
-        return respond(req, work).await;
+        return respond(state, req, work).await;
     }
-    crate::outbox::publishing(state, respond(req, work)).await
+    crate::outbox::publishing(state, respond(state, req, work)).await
 }
 
 /// The answer to a `HEAD`: the `GET`'s status and headers, its body's length in

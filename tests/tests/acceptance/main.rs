@@ -11,6 +11,7 @@ mod concurrency;
 mod conventions;
 mod database_tls;
 mod event_fixtures;
+mod failover;
 mod faults;
 mod feeds;
 mod groups;
