@@ -67,8 +67,20 @@
   function headers(extra) {
     const h = Object.assign({ Accept: 'application/json' }, extra || {});
     if (IDENTITY === 'bearer') h.Authorization = 'Bearer ' + state.who;
-    else h['X-Principal'] = state.who;
+    else h['X-Principal'] = encodeURIComponent(state.who);
     return h;
+  }
+
+  /** Why the API would refuse `name` as a principal (docs/api.md, Identity), in words;
+   *  `null` when it takes it. A header carries ASCII only, so the name travels
+   *  percent-encoded as UTF-8 (`headers`): any printable name, 1 to 255 characters, no
+   *  control character, no white space at either end (the page trims it). */
+  function nameProblem(name) {
+    if (!name) return 'Type your name first.';
+    if ([...name].length > 255) return 'A name is at most 255 characters; this one has ' + [...name].length + '.';
+    // eslint-disable-next-line no-control-regex
+    if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) return 'A name cannot hold a line break, a tab or another control character.';
+    return null;
   }
 
   /** Who the API takes the caller for: the name in header mode, the token's `sub` in
@@ -913,14 +925,34 @@
 
   // ---- wiring ------------------------------------------------------------------
 
+  /** Signs in as `who`: a name is checked here first, by the API's own rule, so the
+   *  page never sends one the API refuses; then "Signed in" shows only once the API has
+   *  taken the name. */
   async function signIn(who) {
-    state.who = who.trim();
-    sessionStorage.setItem('who', state.who);
-    $('signed-in').textContent = state.who ? (IDENTITY === 'bearer' ? 'Token set.' : 'Signed in as ' + state.who + '.') : '';
-    $('app').hidden = !state.who;
-    if (!state.who) return;
+    const name = who.trim();
+    const problem = IDENTITY === 'bearer' ? (name ? null : 'Paste your access token first.') : nameProblem(name);
+    $('who').setAttribute('aria-invalid', String(!!problem));
+    if (problem) {
+      say(problem, 'error');
+      $('who').focus();
+      return;
+    }
+    state.who = name;
     // Only admins may list the webhooks: the answer says whether this is one.
     const probe = await api('GET', 'v1/webhooks?limit=1');
+    if (probe.status === 401 || probe.status === 0) {
+      state.who = '';
+      sessionStorage.removeItem('who');
+      $('signed-in').textContent = '';
+      $('app').hidden = true;
+      $('who').setAttribute('aria-invalid', 'true');
+      say('Not signed in. ' + explain(probe.body), 'error');
+      return;
+    }
+    sessionStorage.setItem('who', state.who);
+    $('signed-in').textContent = IDENTITY === 'bearer' ? 'Token set.' : 'Signed in as ' + state.who + '.';
+    $('app').hidden = false;
+    if (/^Type your name|^A name |^Not signed in/.test($('messages').textContent)) say('');
     state.admin = probe.status === 200;
     $('admin').hidden = !state.admin;
     state.settingsFor = '';
@@ -941,6 +973,7 @@
   function setup() {
     if (IDENTITY === 'bearer') {
       $('who-label').textContent = 'Access token';
+      $('who-hint').textContent = 'The token you signed in with elsewhere.';
       $('who').type = 'password';
       $('who').autocomplete = 'off';
     }

@@ -1091,3 +1091,45 @@ async fn an_admin_reads_an_endpoints_recent_deliveries_accepted_and_failed_in_th
     let findings = page.accessibility_findings().await;
     assert!(findings.is_empty(), "{findings:#?}");
 }
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn a_person_named_with_a_space_or_an_accent_signs_in_and_books_on_a_phone_and_a_wide_screen() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let zone = "Europe/Berlin";
+    let room = app.resource_with(json!({"name": "Room 101", "capacity": 2, "time_zone": zone})).await;
+    let phone = driver.phone().await;
+    let desk = driver.browser().await;
+    for (page, name) in [(&phone, "Bob Smith"), (&desk, "José")] {
+        page.open(&app, "/", name, room).await;
+        assert_eq!(page.text("#signed-in").await, format!("Signed in as {name}."));
+        let said = page.message().await;
+        assert!(!said.contains("Sign in"), "signed in, and nothing says otherwise: {said}");
+        if page.shown("#day-2").await {
+            page.click("#day-2").await;
+        }
+        page.click(&cell(2, 10)).await;
+        page.wait_for_cell(2, 10, "mine-held").await;
+        page.click("#confirm").await;
+        page.wait_for_cell(2, 10, "mine").await;
+        page.wait_for("the booking in my list", "document.querySelector('#mine li[data-status=CONFIRMED]')").await;
+    }
+    let owners: Vec<String> = stored(&app, room, zone).await.into_iter().map(|(owner, ..)| owner).collect();
+    assert_eq!(owners, ["Bob Smith", "José"], "each booking is its person's, by the name they typed");
+
+    // A name the API would refuse is explained before anything is sent.
+    let fresh = driver.browser().await;
+    fresh.goto(&app.url("/")).await;
+    for (typed, says) in [("x".repeat(256), "at most 255 characters")] {
+        fresh.type_into("#who", &typed).await;
+        fresh.click("#sign-in").await;
+        fresh
+            .wait_for("a reason", &format!("document.getElementById('messages').textContent.includes('{says}')"))
+            .await;
+        assert_eq!(fresh.text("#signed-in").await, "", "not signed in");
+        assert!(!fresh.shown("#app").await, "nothing to book until a name is taken");
+        let invalid = fresh.js("return document.getElementById('who').getAttribute('aria-invalid')", json!([])).await;
+        assert_eq!(invalid, "true");
+    }
+}
