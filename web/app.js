@@ -363,12 +363,16 @@
     const picker = $('days');
     picker.textContent = '';
     for (let i = 0; i < 7; i++) {
-      const label = fmt(dayStarts[i], zone, { weekday: 'long', day: 'numeric', month: 'long' }) + (bookable[i] ? '' : ', no free times');
+      // The name a screen reader reads begins with the words shown ("Tue 8"), so a
+      // person who speaks what they see reaches the button (WCAG 2.5.3, Label in Name);
+      // the rest is for the ear only.
+      const more = ', ' + fmt(dayStarts[i], zone, { weekday: 'long', day: 'numeric', month: 'long' }) + (bookable[i] ? '' : ', no free times');
       picker.append(el('button', {
-        type: 'button', id: 'day-' + i, 'data-day': i, 'aria-pressed': String(i === state.day), 'aria-label': label,
+        type: 'button', id: 'day-' + i, 'data-day': i, 'aria-pressed': String(i === state.day),
         class: bookable[i] ? '' : 'no-times',
         onclick: () => { state.day = i; paint(resource, days, slots); },
-      }, el('span', { text: DAY_NAMES[i] }), el('br'), el('span', { text: String(days[i].d) })));
+      }, el('span', { class: 'line', text: DAY_NAMES[i] }), ' ', el('span', { class: 'line', text: String(days[i].d) }),
+      el('span', { class: 'sr-only', text: more })));
     }
 
     const week = $('calendar');
@@ -386,15 +390,19 @@
           continue;
         }
         any = true;
-        const range = when(new Date(cell.start).toISOString(), new Date(cell.end).toISOString(), zone);
         const j = judge(resource, cell, taken, mine);
         const attrs = {
           type: 'button', class: 'slot cell-' + ({ 'mine-held': 'mine', past: 'closed', notice: 'closed', advance: 'closed' }[j.kind] || j.kind),
           'data-day': i, 'data-time': key, 'data-start': new Date(cell.start).toISOString(), 'data-end': new Date(cell.end).toISOString(),
-          'data-state': j.kind, 'aria-label': range + ': ' + j.label, disabled: !j.action,
+          'data-state': j.kind, disabled: !j.action,
         };
         if (cell.minute === 0 && key.length === 5) attrs['data-hour'] = cell.hour;
-        const button = el('button', attrs, el('span', { class: 'time', text: key.slice(0, 5) }), el('span', { class: 'say' }, ...j.text));
+        // Read as what it shows, its time then its state ("09:30 Free"), then for the
+        // ear its day, its end and what a press does (WCAG 2.5.3, Label in Name).
+        const heard = ', ' + fmt(cell.start, zone, { weekday: 'long', day: 'numeric', month: 'long' }) + ', until ' +
+          fmt(cell.end, zone, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }) + ': ' + j.label;
+        const button = el('button', attrs, el('span', { class: 'time', text: key.slice(0, 5) }), ' ',
+          el('span', { class: 'say' }, ...j.text), el('span', { class: 'sr-only', text: heard }));
         if (j.action) button.addEventListener('click', j.action);
         list.append(el('li', {}, button));
       }

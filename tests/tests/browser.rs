@@ -367,11 +367,14 @@ impl Browser {
 
     /// axe-core's serious and critical findings on the page as it is, one line each:
     /// the rule, then the elements that break it. axe-core is injected into the page
-    /// from the cache `axe_core` fills.
+    /// from the cache `axe_core` fills. Besides its default rules it runs
+    /// label-content-name-mismatch (WCAG 2.5.3, Label in Name), which axe 4 ships as
+    /// experimental and off: a control's visible words must be part of its name.
     async fn accessibility_findings(&self) -> Vec<String> {
         self.js(&format!("{}\nreturn typeof axe === 'object';", axe_core()), json!([])).await;
         let script = "const done = arguments[arguments.length - 1]; \
-            axe.run(document, {resultTypes: ['violations']}).then((r) => done(r.violations \
+            axe.run(document, {resultTypes: ['violations'], rules: {'label-content-name-mismatch': {enabled: true}}}) \
+              .then((r) => done(r.violations \
               .filter((v) => v.impact === 'serious' || v.impact === 'critical') \
               .map((v) => v.id + ' (' + v.impact + '): ' + v.nodes.map((n) => n.target.join(' ')).join(', ')))) \
               .catch((e) => done(['axe failed: ' + e]));";
@@ -382,6 +385,20 @@ impl Browser {
             .iter()
             .map(|f| f.as_str().unwrap_or_default().to_string())
             .collect()
+    }
+
+    /// The accessible name of the element, as the browser computes it for a screen
+    /// reader (WebDriver's Get Computed Label).
+    async fn accessible_name(&self, css: &str) -> String {
+        let id = self.element(css).await;
+        let url = format!("{}/element/{id}/computedlabel", self.session);
+        call(&self.http, reqwest::Method::GET, &url, None).await.as_str().unwrap_or_default().to_string()
+    }
+
+    /// Fails on any serious or critical axe-core finding, naming the view.
+    async fn assert_accessible(&self, view: &str) {
+        let findings = self.accessibility_findings().await;
+        assert!(findings.is_empty(), "{view}: axe-core's serious and critical findings: {findings:#?}");
     }
 
     async fn screenshot(&self, name: &str) {
@@ -896,15 +913,9 @@ async fn on_a_wide_screen_a_person_books_half_past_nine_in_the_week_and_moves_it
     page.click("#confirm").await;
     page.wait_for_slot(1, "09:30", "mine").await;
     page.wait_for_slot(1, "10:00", "buffer").await;
+    // The name a screen reader gets, as the browser computes it.
     assert!(
-        page.js(
-            &format!("return document.querySelector('{}').getAttribute('aria-label')", slot(1, "10:00")),
-            json!([])
-        )
-        .await
-        .as_str()
-        .unwrap()
-        .ends_with("kept free around a booking"),
+        page.accessible_name(&slot(1, "10:00")).await.ends_with("kept free around a booking"),
         "the reason is in words for a screen reader too"
     );
     page.screenshot("desktop.png").await;
@@ -1131,5 +1142,43 @@ async fn a_person_named_with_a_space_or_an_accent_signs_in_and_books_on_a_phone_
         assert!(!fresh.shown("#app").await, "nothing to book until a name is taken");
         let invalid = fresh.js("return document.getElementById('who').getAttribute('aria-invalid')", json!([])).await;
         assert_eq!(invalid, "true");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn every_view_passes_axe_core_on_a_phone_and_a_wide_screen_and_a_slot_is_read_as_its_time_and_state() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let chair = salon_chair(&app).await;
+    for (page, device) in [(driver.phone().await, "phone"), (driver.browser().await, "wide screen")] {
+        page.goto(&app.url("/")).await;
+        page.assert_accessible(&format!("{device}, signed out")).await;
+        page.open(&app, "/", "admin", chair).await;
+        page.assert_accessible(&format!("{device}, the resource list and the week")).await;
+        if page.shown("#day-1").await {
+            let day = page.accessible_name("#day-1").await;
+            assert!(day.starts_with("Tue") && day.contains("Tuesday"), "a day reads as its day: {day:?}");
+            page.click("#day-1").await;
+        }
+        let free = page.accessible_name(&slot(1, "09:30")).await;
+        assert!(free.starts_with("09:30 Free"), "{device}: a slot reads as its time, then its state: {free:?}");
+        assert!(free.contains("Tuesday") && free.contains("10:00"), "then its day and its end: {free:?}");
+        page.click(&slot(1, "09:30")).await;
+        page.wait_for_slot(1, "09:30", "mine-held").await;
+        page.wait_for("the hold sheet", "!document.getElementById('hold').hidden").await;
+        let held = page.accessible_name(&slot(1, "09:30")).await;
+        assert!(held.starts_with("09:30 Your hold"), "{device}: {held:?}");
+        page.assert_accessible(&format!("{device}, the hold sheet")).await;
+        page.click("#confirm").await;
+        page.wait_for_slot(1, "09:30", "mine").await;
+        page.wait_for("the booking in my list", "document.querySelector('#mine li[data-status=CONFIRMED]')").await;
+        page.assert_accessible(&format!("{device}, my reservations")).await;
+        page.click("#admin summary").await;
+        page.wait_for("the admin panel open", "document.getElementById('admin').open").await;
+        page.wait_for("its bookings", "document.querySelector('#bookings li[data-id]')").await;
+        page.assert_accessible(&format!("{device}, the admin panel")).await;
+        page.click("#mine li[data-status=CONFIRMED] button.cancel").await;
+        page.wait_for_slot(1, "09:30", "free").await;
     }
 }
