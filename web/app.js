@@ -133,7 +133,7 @@
     if (problem.detail) text += ': ' + problem.detail;
     if (slug === 'limit-exceeded') {
       text += problem.frees_at
-        ? ' A place frees when one of your holds lapses, at ' + fmt(Date.parse(problem.frees_at), undefined, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }) + '.'
+        ? ' A place frees when one of your holds lapses, at ' + fmt(Date.parse(problem.frees_at), BROWSER_ZONE, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }) + ' ' + zoneName(BROWSER_ZONE) + '.'
         : ' Cancel one of your bookings in that period to book another.';
     }
     if (Array.isArray(problem.errors) && problem.errors.length) {
@@ -182,11 +182,33 @@
     return new Intl.DateTimeFormat('en-GB', Object.assign({ timeZone: zone }, opts)).format(new Date(ms));
   }
 
-  function when(start, end, zone) {
+  /** A range in `zone`; with `named`, followed by the zone's name, for a list whose
+   *  times are in more than one zone or in another zone than the calendar's. */
+  function when(start, end, zone, named) {
     const s = Date.parse(start), e = Date.parse(end);
     return fmt(s, zone, { weekday: 'short', day: 'numeric', month: 'short' }) + ' ' +
       fmt(s, zone, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }) + '–' +
-      fmt(e, zone, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+      fmt(e, zone, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }) + (named ? ' ' + zoneName(zone) : '');
+  }
+
+  /** A zone as a person says it: "New York time" for America/New_York, "UTC" for UTC. */
+  function zoneName(zone) {
+    const z = zone || 'UTC';
+    if (z === 'UTC' || z === 'Etc/UTC') return 'UTC';
+    return z.split('/').pop().replace(/_/g, ' ') + ' time';
+  }
+
+  /** The browser's own zone, which times not of a resource (a hold's lapse across the
+   *  service, a webhook's delivery) are shown in, and named. */
+  const BROWSER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
+
+  /** Whether the times of resources `ids` need their zone named: more than one zone,
+   *  or one that is not the zone of the calendar shown. */
+  function zonesMixed(ids) {
+    const shown = current();
+    const zones = new Set(ids.map(zoneOf));
+    if (shown) zones.add(shown.time_zone || 'UTC');
+    return zones.size > 1;
   }
 
   function zoneOf(resourceId) {
@@ -586,18 +608,22 @@
     panel.hidden = !held;
     document.body.classList.toggle('holding', !!held);
     if (!held) return;
-    $('hold-what').textContent = nameOf(held.resource_id) + ', ' + when(held.start, held.end, zoneOf(held.resource_id));
+    $('hold-what').textContent = nameOf(held.resource_id) + ', ' + when(held.start, held.end, zoneOf(held.resource_id), zonesMixed([held.resource_id]));
     const c = $('hold-countdown');
     c.dataset.expires = held.expires_at;
     c.textContent = countdownText(held.expires_at);
   }
 
+  /** "My reservations": soonest first, each in its resource's zone, named when the
+   *  list holds more than one zone or another than the calendar's. */
   function renderMine() {
     const list = $('mine');
     list.textContent = '';
     if (!state.mine.length) list.append(el('li', { class: 'muted', text: 'Nothing booked yet.' }));
-    for (const r of state.mine) {
-      const what = nameOf(r.resource_id) + ', ' + when(r.start, r.end, zoneOf(r.resource_id));
+    const named = zonesMixed(state.mine.map((r) => r.resource_id));
+    const soonest = [...state.mine].sort((a, b) => Date.parse(a.start) - Date.parse(b.start) || (a.id < b.id ? -1 : 1));
+    for (const r of soonest) {
+      const what = nameOf(r.resource_id) + ', ' + when(r.start, r.end, zoneOf(r.resource_id), named);
       const item = el('li', { 'data-id': r.id, 'data-status': r.status });
       const text = el('span', { class: 'what' }, what + ' · ');
       const moveButton = el('button', { type: 'button', class: 'move', text: 'Move', 'aria-label': 'Move ' + what, onclick: () => startMoving(r) });
@@ -638,10 +664,11 @@
     if (r.status !== 200) return;
     list.textContent = '';
     let shown = 0;
+    const named = zonesMixed(r.body.items.map((e) => e.resource_id));
     for (const e of r.body.items) {
       const id = e.id;
       const zone = zoneOf(e.resource_id);
-      const what = nameOf(e.resource_id) + ', ' + when(e.start, e.end, zone);
+      const what = nameOf(e.resource_id) + ', ' + when(e.start, e.end, zone, named);
       const before = state.waitStatus[id];
       state.waitStatus[id] = e.status;
       const item = el('li', { 'data-id': id, 'data-status': e.status });
@@ -717,8 +744,9 @@
       list.replaceChildren(el('li', { class: 'muted', text: 'Nothing sent yet.' }));
       return;
     }
+    $('deliveries-zone').textContent = 'Times in ' + zoneName(BROWSER_ZONE) + ', the zone of this browser.';
     list.replaceChildren(...log.body.items.map((a) => {
-      const time = (t) => fmt(Date.parse(t), undefined, { day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
+      const time = (t) => fmt(Date.parse(t), BROWSER_ZONE, { day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
       const accepted = a.status_code !== null && a.status_code >= 200 && a.status_code < 300;
       const answer = a.status_code !== null ? 'HTTP ' + a.status_code : 'no answer';
       let text = a.event_type + ' · try ' + a.attempt + (a.trigger === 'queue' ? '' : ' (' + a.trigger + ')') +

@@ -1093,6 +1093,8 @@ async fn an_admin_reads_an_endpoints_recent_deliveries_accepted_and_failed_in_th
     let accepted = page.text("#deliveries li").await;
     assert!(accepted.contains("reservation.held · try 1") && accepted.contains("HTTP 204"), "{accepted}");
     assert!(accepted.contains("accepted"), "{accepted}");
+    let zone = page.text("#deliveries-zone").await;
+    assert!(zone.contains("the zone of this browser"), "the log's times name their zone: {zone:?}");
 
     choose(&refusing).await;
     page.wait_for("the failed delivery", "document.querySelector('#deliveries li[data-outcome=failed]')").await;
@@ -1180,5 +1182,90 @@ async fn every_view_passes_axe_core_on_a_phone_and_a_wide_screen_and_a_slot_is_r
         page.assert_accessible(&format!("{device}, the admin panel")).await;
         page.click("#mine li[data-status=CONFIRMED] button.cancel").await;
         page.wait_for_slot(1, "09:30", "free").await;
+    }
+}
+
+/// A confirmed booking of `who` on `resource` over `[start, start + 1 h)`, made beside the
+/// page.
+async fn booked(app: &TestApp, who: &str, resource: Uuid, start: chrono::DateTime<chrono::Utc>) -> String {
+    let end = start + chrono::Duration::hours(1);
+    let body = json!({"resource_id": resource, "start": start.to_rfc3339(), "end": end.to_rfc3339(), "confirm": true});
+    let (status, made) = send(app.post(who, "/v1/reservations", &body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    made["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn my_reservations_in_two_zones_are_in_the_order_they_happen_and_each_names_its_zone() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let new_york = app.resource_with(json!({"name": "Salon chair", "time_zone": "America/New_York"})).await;
+    let berlin = app.resource_with(json!({"name": "Studio", "time_zone": "Europe/Berlin"})).await;
+    let soon = chrono::Utc::now().date_naive().and_hms_opt(15, 0, 0).unwrap().and_utc() + chrono::Duration::days(8);
+    // Made first but happening last; the API lists the newest first.
+    let last = booked(&app, "alice", new_york, soon + chrono::Duration::days(2)).await;
+    let first = booked(&app, "alice", berlin, soon).await;
+    let middle = booked(&app, "alice", new_york, soon + chrono::Duration::days(1)).await;
+    for page in [driver.phone().await, driver.browser().await] {
+        page.open(&app, "/", "alice", berlin).await;
+        page.wait_for("three bookings in my list", "document.querySelectorAll('#mine li[data-id]').length === 3").await;
+        let order = page
+            .js("return [...document.querySelectorAll('#mine li[data-id]')].map((li) => li.dataset.id)", json!([]))
+            .await;
+        assert_eq!(order, json!([first, middle, last]), "by start, soonest first");
+        let studio = page.text(&format!("#mine li[data-id=\"{first}\"] .what")).await;
+        assert!(
+            studio.contains("Studio") && studio.contains("Berlin"),
+            "the list mixes zones, so each names its own: {studio}"
+        );
+        let chair = page.text(&format!("#mine li[data-id=\"{last}\"] .what")).await;
+        assert!(chair.contains("New York"), "{chair}");
+        assert!(
+            page.text(&format!("#mine li[data-id=\"{last}\"] .what")).await.contains("10:00"),
+            "in the chair's own zone: {chair}"
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn a_button_past_its_deadline_looks_disabled_and_its_reason_is_read_with_it() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let room = app
+        .resource_with(json!({"name": "Studio", "time_zone": "Europe/Berlin", "cancel_notice_minutes": 525600,
+                              "reschedule_notice_minutes": 525600}))
+        .await;
+    let soon = chrono::Utc::now().date_naive().and_hms_opt(9, 0, 0).unwrap().and_utc() + chrono::Duration::days(8);
+    let id = booked(&app, "alice", room, soon).await;
+    for page in [driver.phone().await, driver.browser().await] {
+        page.open(&app, "/", "alice", room).await;
+        let cancel = format!("#mine li[data-id=\"{id}\"] button.cancel");
+        page.element(&cancel).await;
+        let look = |css: &str| {
+            format!(
+                "const s = getComputedStyle(document.querySelector({})); return [s.backgroundColor, s.color, s.borderStyle, s.cursor];",
+                serde_json::to_string(css).unwrap()
+            )
+        };
+        let disabled = page.js(&look(&cancel), json!([])).await;
+        let enabled = page.js(&look("#refresh"), json!([])).await;
+        assert_ne!(disabled[0], enabled[0], "another background than an enabled button's: {disabled} {enabled}");
+        assert_ne!(disabled[1], enabled[1], "another ink: {disabled} {enabled}");
+        assert_eq!(disabled[2], "dashed", "a dashed border, seen without colour: {disabled}");
+        assert_eq!(disabled[3], "not-allowed");
+        let described = page
+            .js(
+                "const b = document.querySelector(arguments[0]); \
+                 return document.getElementById(b.getAttribute('aria-describedby')).textContent",
+                json!([cancel]),
+            )
+            .await;
+        assert!(
+            described.as_str().unwrap().contains("cancelling closed"),
+            "the reason is read with the button: {described}"
+        );
+        page.assert_accessible("a booking past its deadlines").await;
     }
 }
