@@ -60,6 +60,11 @@
     settingsFor: '',
     generation: 0,
     refreshing: null,
+    // The read of the first start that can be booked, while under way (see
+    // placeAtFirstFree); the calendar is not drawn meanwhile.
+    placing: null,
+    // Whether the person stepped to another week since choosing the resource.
+    stepped: false,
   };
 
   // ---- talking to the API -------------------------------------------------------
@@ -365,7 +370,10 @@
       if (perDay[day].has(key)) key += ' (2nd)';
       Object.assign(cell, { day, key, hour: p.hour, minute: p.minute });
       perDay[day].set(key, cell);
-      if (cell.reason !== 'closed') rows.set(key, p.hour * 60 + p.minute + (key.length > 5 ? 0.5 : 0));
+      // A row is drawn when some day of the week has something at that time other than
+      // closed or past: before the first time that can still be booked, a week that is
+      // partly over draws no rows of 'Past'.
+      if (cell.reason !== 'closed' && cell.reason !== 'past') rows.set(key, p.hour * 60 + p.minute + (key.length > 5 ? 0.5 : 0));
     }
     const moving = state.moving && state.moving.resource_id === resource.id ? state.moving : null;
     const order = [...rows.keys()].sort((a, b) => rows.get(a) - rows.get(b));
@@ -430,7 +438,8 @@
       }
       if (!any || !order.length) {
         list.textContent = '';
-        list.append(el('li', { class: 'none', text: 'Closed all day.' }));
+        const over = [...perDay[i].values()].some((c) => c.reason === 'past');
+        list.append(el('li', { class: 'none', text: over ? 'Nothing left to book this day.' : 'Closed all day.' }));
       }
       column.append(list);
       week.append(column);
@@ -447,6 +456,38 @@
     week.dataset.length = String(chosenLength(resource));
     week.dataset.day = String(state.day);
     week.dataset.moving = moving ? moving.id : '';
+  }
+
+  // ---- the first view ----------------------------------------------------------
+
+  /** Shows the week and day of the first start that can be booked on the chosen
+   *  resource at the chosen length, within the 62 days one slots read spans; the
+   *  current week when there is none. While it reads, the calendar is not drawn, so
+   *  the first week drawn is this one. A week the person stepped to since is kept. */
+  async function placeAtFirstFree() {
+    const resource = current();
+    if (!resource || !state.who) return;
+    const length = chosenLength(resource);
+    const token = (state.placing = {});
+    try {
+      const from = Date.now();
+      const w = 'from=' + encodeURIComponent(new Date(from).toISOString()) +
+        '&to=' + encodeURIComponent(new Date(from + 62 * 86400000).toISOString());
+      const r = await api('GET', 'v1/resources/' + resource.id + '/slots?' + w + '&duration=PT' + length + 'M');
+      const still = state.placing === token && current() === resource && chosenLength(resource) === length;
+      if (!still || r.status !== 200 || !r.body.slots.length) return;
+      const zone = resource.time_zone || 'UTC';
+      const p = zoneParts(Date.parse(r.body.slots[0].start), zone);
+      const n = zoneParts(Date.now(), zone);
+      const weekday = (d) => (d.getUTCDay() + 6) % 7;
+      const firstDate = new Date(Date.UTC(p.year, p.month - 1, p.day));
+      const today = new Date(Date.UTC(n.year, n.month - 1, n.day));
+      const mondays = (firstDate - weekday(firstDate) * 86400000) - (today - weekday(today) * 86400000);
+      state.weekOffset = Math.round(mondays / (7 * 86400000));
+      state.day = weekday(firstDate);
+    } finally {
+      if (state.placing === token) state.placing = null;
+    }
   }
 
   // ---- actions -----------------------------------------------------------------
@@ -935,7 +976,7 @@
       ]);
       // A read of what is no longer asked for (another resource, length or week) is
       // not drawn: the round that follows reads what is.
-      const still = current() === resource && chosenLength(resource) === length && state.weekOffset === weekOffset;
+      const still = current() === resource && chosenLength(resource) === length && state.weekOffset === weekOffset && !state.placing;
       if (a.status === 200 && s.status === 200 && still) {
         paint(resource, days, { week: weekOffset, taken: a.body.taken, slots: s.body.slots, unavailable: s.body.unavailable || [] });
       } else if (a.status !== 200) say(explain(a.body), 'error');
@@ -993,17 +1034,20 @@
     $('admin').hidden = !state.admin;
     state.settingsFor = '';
     await loadResources();
+    await placeAtFirstFree();
     await refresh();
   }
 
-  function chooseResource(id) {
+  async function chooseResource(id) {
     state.resourceId = id;
     sessionStorage.setItem('resource', id);
     state.weekOffset = 0;
     state.day = null;
+    state.stepped = false;
     const resource = current();
     if (resource) fillLengths(resource);
     if (state.admin) fillSettings(resource);
+    await placeAtFirstFree();
   }
 
   function setup() {
@@ -1015,14 +1059,19 @@
     }
     buildHours();
     $('identity').addEventListener('submit', (e) => { e.preventDefault(); signIn($('who').value); });
-    $('resource').addEventListener('change', (e) => { chooseResource(e.target.value); refresh(); });
-    $('duration').addEventListener('change', (e) => {
+    $('resource').addEventListener('change', async (e) => { await chooseResource(e.target.value); refresh(); });
+    $('duration').addEventListener('change', async (e) => {
       const resource = current();
       if (resource) state.lengths[resource.id] = Number(e.target.value);
+      // Another length may first fit later: the first view follows it until the
+      // person steps to a week of their own.
+      if (!state.stepped) await placeAtFirstFree();
       refresh();
     });
-    $('week-prev').addEventListener('click', () => { state.weekOffset--; state.day = null; refresh(); });
-    $('week-next').addEventListener('click', () => { state.weekOffset++; state.day = null; refresh(); });
+    // A step to another week is the person's: it ends any placing under way.
+    const step = (by) => { state.placing = null; state.stepped = true; state.weekOffset += by; state.day = null; refresh(); };
+    $('week-prev').addEventListener('click', () => step(-1));
+    $('week-next').addEventListener('click', () => step(1));
     $('refresh').addEventListener('click', () => refresh());
     $('confirm').addEventListener('click', () => confirmReservation(state.holdId));
     for (let weeks = 2; weeks <= 12; weeks++) {

@@ -293,6 +293,13 @@ impl Browser {
     /// `who`, picks `resource` and shows next week (every hour of it lies ahead, whenever
     /// the test runs).
     async fn open(&self, app: &TestApp, path: &str, who: &str, resource: Uuid) {
+        self.sign_in(app, path, who, resource).await;
+        self.go_to_week(resource, 1).await;
+    }
+
+    /// Opens the page at `path`, signs in as `who` and picks `resource`; returns once the
+    /// calendar shows it, at the week the page opens on.
+    async fn sign_in(&self, app: &TestApp, path: &str, who: &str, resource: Uuid) {
         self.goto(&app.url(path)).await;
         self.type_into("#who", who).await;
         self.click("#sign-in").await;
@@ -306,8 +313,44 @@ impl Browser {
             json!([resource]),
         )
         .await;
-        self.click("#week-next").await;
-        self.wait_for_week(resource, 1).await;
+        self.wait_for(
+            &format!("{resource} painted"),
+            &format!("document.getElementById('calendar').dataset.resource === '{resource}'"),
+        )
+        .await;
+    }
+
+    /// Steps the calendar of `resource` from the week it shows to `week` (0 = this one).
+    async fn go_to_week(&self, resource: Uuid, week: i64) {
+        loop {
+            let shown = self.js("return Number(document.getElementById('calendar').dataset.week)", json!([])).await;
+            let shown = shown.as_i64().expect("a week shown");
+            if shown == week {
+                break;
+            }
+            self.click(if shown < week { "#week-next" } else { "#week-prev" }).await;
+            let next = if shown < week { shown + 1 } else { shown - 1 };
+            self.wait_for_week(resource, next as u8).await;
+        }
+        self.wait_for_week(resource, week as u8).await;
+    }
+
+    /// From now on, every document this browser opens reads the time as `now` plus the
+    /// time passed since this call (the service's own clock is the test's ManualClock).
+    async fn set_clock(&self, now: chrono::DateTime<chrono::Utc>) {
+        let source = format!(
+            "(() => {{ const shift = {} - {}; const Real = Date; \
+               class Shifted extends Real {{ constructor(...a) {{ if (a.length) super(...a); else super(Real.now() + shift); }} \
+                 static now() {{ return Real.now() + shift; }} }} \
+               window.Date = Shifted; }})();",
+            now.timestamp_millis(),
+            chrono::Utc::now().timestamp_millis()
+        );
+        self.post(
+            "/goog/cdp/execute",
+            json!({"cmd": "Page.addScriptToEvaluateOnNewDocument", "params": {"source": source}}),
+        )
+        .await;
     }
 
     /// Waits until the calendar shows `resource` in `week` (0 = this one) in colour.
@@ -1267,5 +1310,55 @@ async fn a_button_past_its_deadline_looks_disabled_and_its_reason_is_read_with_i
             "the reason is read with the button: {described}"
         );
         page.assert_accessible("a booking past its deadlines").await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn on_a_sunday_evening_the_page_opens_at_the_first_time_that_can_be_booked_with_no_past_rows_before_it() {
+    let driver = Chromedriver::start().await;
+    // Sunday 14 March 2027, 18:40 in Berlin (CET); 12:40 in New York.
+    let sunday = chrono::DateTime::parse_from_rfc3339("2027-03-14T18:40:00+01:00").unwrap().to_utc();
+    let app = TestApp::spawn_with_clock(std::sync::Arc::new(shared::clock::ManualClock::new(sunday))).await;
+    let day = json!([["09:00", "20:00"]]);
+    let desk = app
+        .resource_with(json!({
+            "name": "Late desk", "time_zone": "Europe/Berlin", "slot_minutes": 30,
+            "schedule": {"weekly": {"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day},
+                         "exceptions": []},
+        }))
+        .await;
+    let chair = salon_chair(&app).await;
+    let times = |day: u8| {
+        format!(
+            "return [...document.querySelectorAll('#calendar button[data-day=\"{day}\"]')].map((b) => b.dataset.time + ' ' + b.dataset.state)"
+        )
+    };
+    for page in [driver.phone().await, driver.browser().await] {
+        page.set_clock(sunday).await;
+        page.sign_in(&app, "/", "alice", desk).await;
+        let d = "document.getElementById('calendar').dataset";
+        assert_eq!(page.js(&format!("return [{d}.week, {d}.day]"), json!([])).await, json!(["0", "6"]), "this Sunday");
+        assert_eq!(
+            page.js(&times(6), json!([])).await,
+            json!(["19:00 free", "19:30 free"]),
+            "the first time that can be booked comes first: no row of the day before it is drawn"
+        );
+        let past_rows = page
+            .js("return [...document.querySelectorAll('#calendar button[data-state=past]')].filter((b) => b.dataset.time < '19:00').length", json!([]))
+            .await;
+        assert_eq!(past_rows, 0, "no past row before the first free time on any day");
+
+        // The salon chair is closed at weekends: it opens on next week's Monday.
+        page.js(
+            "const s = document.getElementById('resource'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+            json!([chair]),
+        )
+        .await;
+        page.wait_for_week(chair, 1).await;
+        assert_eq!(page.js(&format!("return {d}.day"), json!([])).await, "0", "Monday");
+        let monday = page.js(&times(0), json!([])).await;
+        assert_eq!(monday[0], "09:00 free", "{monday}");
+        page.assert_accessible("the first view").await;
     }
 }
