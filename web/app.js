@@ -826,16 +826,23 @@
     }
   }
 
-  /** The settings form shows `resource` as read; not redrawn by the polling, so an
-   *  admin's edits stay until saved. */
+  /** "2 per day, 1 per 240 minutes" of the API's `limits`. */
+  function limitsText(limits) {
+    return (limits || []).map((l) => l.max + ' per ' + (l.window === 'rolling' ? l.rolling_minutes + ' minutes' : l.window)).join('\n');
+  }
+
+  /** The resource form shows `resource` as read; not redrawn by the polling, so an
+   *  admin's edits stay until saved, and not at all while it makes a new one. */
   function fillSettings(resource) {
-    if (!resource || state.settingsFor === resource.id) return;
+    if (!resource || state.settingsFor === resource.id || $('settings').dataset.mode === 'new') return;
     state.settingsFor = resource.id;
+    clearFieldErrors();
     const num = (v) => (v === null || v === undefined ? '' : String(v));
     $('set-name').value = resource.name;
     $('set-capacity').value = num(resource.capacity);
     $('set-zone').value = resource.time_zone || 'UTC';
     $('set-ttl').value = num(resource.hold_ttl_seconds);
+    $('set-offer-ttl').value = num(resource.offer_ttl_seconds);
     $('set-always-open').checked = !resource.schedule;
     const weekly = (resource.schedule && resource.schedule.weekly) || {};
     for (const day of WEEKDAYS) {
@@ -850,41 +857,201 @@
     $('set-advance').value = num(resource.max_advance_days);
     $('set-grid').value = num(resource.slot_minutes);
     $('set-default-duration').value = num(resource.default_duration_minutes);
+    $('set-cancel-notice').value = num(resource.cancel_notice_minutes);
+    $('set-reschedule-notice').value = num(resource.reschedule_notice_minutes);
+    $('set-max-reschedules').value = num(resource.max_reschedules);
+    $('set-max-hold').value = num(resource.max_hold_seconds);
+    $('set-limits').value = limitsText(resource.limits);
   }
 
-  /** The PATCH body of the settings form, or a sentence saying what does not read. */
-  function settingsBody() {
+  /** The form as a blank new resource (`mode` 'new'), or back to the chosen one. */
+  function settingsMode(mode) {
+    const form = $('settings');
+    form.dataset.mode = mode;
+    clearFieldErrors();
+    $('settings-title').textContent = mode === 'new' ? 'New resource' : 'This resource';
+    $('save-settings').textContent = mode === 'new' ? 'Create' : 'Save';
+    $('new-cancel').hidden = mode !== 'new';
+    $('archive').hidden = mode === 'new';
+    $('new-resource').hidden = mode === 'new';
+    if (mode === 'new') {
+      for (const input of form.querySelectorAll('input:not([type=checkbox]), textarea')) input.value = '';
+      $('set-capacity').value = '1';
+      $('set-zone').value = 'UTC';
+      $('set-ttl').value = '300';
+      $('set-always-open').checked = true;
+      for (const day of WEEKDAYS) $('set-hours-' + day).disabled = true;
+      $('set-name').focus();
+    } else {
+      state.settingsFor = '';
+      fillSettings(current());
+    }
+  }
+
+  /** The input an API field error names (`time_zone`, `schedule.weekly.tue[0]`,
+   *  `limits[1].max`). */
+  const FIELD_INPUTS = {
+    name: 'set-name', capacity: 'set-capacity', time_zone: 'set-zone', hold_ttl_seconds: 'set-ttl',
+    offer_ttl_seconds: 'set-offer-ttl', buffer_before_minutes: 'set-buffer-before',
+    buffer_after_minutes: 'set-buffer-after', min_notice_minutes: 'set-notice', max_advance_days: 'set-advance',
+    slot_minutes: 'set-grid', default_duration_minutes: 'set-default-duration',
+    cancel_notice_minutes: 'set-cancel-notice', reschedule_notice_minutes: 'set-reschedule-notice',
+    max_reschedules: 'set-max-reschedules', max_hold_seconds: 'set-max-hold', limits: 'set-limits',
+  };
+  function inputOfField(field) {
+    const head = String(field).split(/[.[]/)[0];
+    if (head === 'schedule') {
+      const day = /weekly\.(mon|tue|wed|thu|fri|sat|sun)/.exec(field);
+      if (day) return 'set-hours-' + day[1];
+      return /exceptions/.test(field) ? 'set-exceptions' : 'set-hours-mon';
+    }
+    return FIELD_INPUTS[head] || null;
+  }
+
+  /** What a field is called on the form: its label's words before any "(...)". */
+  function fieldWords(id) {
+    const label = $(id).closest('label');
+    const text = label ? label.firstChild.textContent : id;
+    return text.split('(')[0].split(',')[0].trim();
+  }
+
+  function clearFieldErrors() {
+    for (const input of $('settings').querySelectorAll('[aria-invalid]')) {
+      input.removeAttribute('aria-invalid');
+      input.removeAttribute('aria-describedby');
+    }
+    for (const note of $('settings').querySelectorAll('.field-error')) note.remove();
+  }
+
+  /** Shows `text` beside the input `id`, tied to it for a screen reader. */
+  function fieldError(id, text) {
+    const input = $(id);
+    let note = $('err-' + id);
+    if (!note) {
+      note = el('span', { class: 'field-error', id: 'err-' + id });
+      (input.closest('label') || input).after(note);
+    }
+    note.textContent = note.textContent ? note.textContent + '; ' + text : text;
+    input.setAttribute('aria-invalid', 'true');
+    input.setAttribute('aria-describedby', note.id);
+  }
+
+  /** Field errors beside their fields (each in words: the field's name, then what is
+   *  wrong), focus on the first; the rest, which no field owns, in the message line. */
+  function showFieldErrors(errors) {
+    clearFieldErrors();
+    const loose = [];
+    let first = null;
+    for (const e of errors) {
+      const id = e.id || inputOfField(e.field);
+      if (!id || !$(id)) {
+        loose.push(e.text || e.message);
+        continue;
+      }
+      fieldError(id, e.text || fieldWords(id) + ' ' + e.message);
+      first = first || id;
+    }
+    const fields = errors.length - loose.length;
+    say('Not saved: ' + [fields ? fields + (fields === 1 ? ' field to fix, shown beside it.' : ' fields to fix, each shown beside it.') : '']
+      .concat(loose).filter(Boolean).join(' '), 'error');
+    if (first) $(first).focus();
+  }
+
+  /** "2 per day" lines as the API's `limits`; `null` when a line does not read. */
+  function readLimits(text) {
+    const out = [];
+    for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
+      const m = /^(\d+)\s*(?:per|a|\/)\s*(?:(day|week|month)|(\d+)\s*min(?:ute)?s?)$/i.exec(line);
+      if (!m) return null;
+      out.push(m[2] ? { max: Number(m[1]), window: m[2].toLowerCase() } : { max: Number(m[1]), window: 'rolling', rolling_minutes: Number(m[3]) });
+    }
+    return out;
+  }
+
+  /** The body of the resource form for `POST` (new) or `PATCH`, or `{errors}` for
+   *  what does not read, each with the input it belongs to. */
+  function settingsBody(isNew) {
     const optional = (id) => ($(id).value.trim() === '' ? null : Number($(id).value));
+    const errors = [];
     const body = {
       name: $('set-name').value,
       capacity: Number($('set-capacity').value),
       time_zone: $('set-zone').value.trim() || 'UTC',
-      hold_ttl_seconds: Number($('set-ttl').value),
       buffer_before_minutes: Number($('set-buffer-before').value || 0),
       buffer_after_minutes: Number($('set-buffer-after').value || 0),
       min_notice_minutes: Number($('set-notice').value || 0),
       max_advance_days: optional('set-advance'),
       slot_minutes: optional('set-grid'),
       default_duration_minutes: optional('set-default-duration'),
+      cancel_notice_minutes: optional('set-cancel-notice'),
+      reschedule_notice_minutes: optional('set-reschedule-notice'),
+      max_reschedules: optional('set-max-reschedules'),
+      max_hold_seconds: optional('set-max-hold'),
       schedule: null,
     };
+    // The hold and offer times have no "none": empty keeps the service's default.
+    if (optional('set-ttl') !== null) body.hold_ttl_seconds = optional('set-ttl');
+    if (optional('set-offer-ttl') !== null) body.offer_ttl_seconds = optional('set-offer-ttl');
+    const limits = readLimits($('set-limits').value);
+    if (limits) body.limits = limits;
+    else errors.push({ id: 'set-limits', text: 'Booking limits: write each as 2 per day, 3 per week, 5 per month or 1 per 240 minutes.' });
     if (!$('set-always-open').checked) {
       const weekly = {};
       for (const [i, day] of WEEKDAYS.entries()) {
         const ranges = readRanges($('set-hours-' + day).value);
-        if (!ranges) return 'Opening hours on ' + DAY_NAMES[i] + ': write them as 09:00-17:00, or leave the day empty for closed.';
-        if (ranges.length) weekly[day] = ranges;
+        if (!ranges) errors.push({ id: 'set-hours-' + day, text: 'Opening hours on ' + DAY_NAMES[i] + ': write them as 09:00-17:00, or leave the day empty for closed.' });
+        else if (ranges.length) weekly[day] = ranges;
       }
       const exceptions = [];
       for (const line of $('set-exceptions').value.split('\n').map((l) => l.trim()).filter(Boolean)) {
         const m = /^(\d{4}-\d{2}-\d{2})\s+(.*)$/.exec(line);
         const hours = m && (/^closed$/i.test(m[2].trim()) ? [] : readRanges(m[2]));
-        if (!m || !hours) return 'Exception "' + line + '": write it as 2027-12-24 09:00-12:00, or 2027-12-25 closed.';
-        exceptions.push({ date: m[1], hours });
+        if (!m || !hours) errors.push({ id: 'set-exceptions', text: 'Exception "' + line + '": write it as 2027-12-24 09:00-12:00, or 2027-12-25 closed.' });
+        else exceptions.push({ date: m[1], hours });
       }
       body.schedule = { weekly, exceptions };
     }
-    return body;
+    if (isNew) {
+      // A new resource has no rule to clear: what is empty is left out.
+      for (const [k, v] of Object.entries(body)) if (v === null) delete body[k];
+      if (body.limits && !body.limits.length) delete body.limits;
+    }
+    return errors.length ? { errors } : body;
+  }
+
+  /** Saves the resource form: makes a new resource or changes the chosen one. */
+  async function saveSettings() {
+    const isNew = $('settings').dataset.mode === 'new';
+    const resource = current();
+    if (!isNew && !resource) return;
+    const body = settingsBody(isNew);
+    if (body.errors) {
+      showFieldErrors(body.errors);
+      return;
+    }
+    const r = isNew
+      ? await api('POST', 'v1/resources', body, true)
+      : await api('PATCH', 'v1/resources/' + resource.id, body, true);
+    if (r.status === 200 || r.status === 201) {
+      clearFieldErrors();
+      if (isNew) {
+        state.resourceId = r.body.id;
+        state.day = null;
+        $('settings').dataset.mode = 'edit';
+        settingsMode('edit');
+        say('Created ' + r.body.name + '.', 'ok');
+      } else {
+        say('Saved the settings of ' + r.body.name + '.', 'ok');
+        delete state.lengths[resource.id];
+      }
+      state.settingsFor = '';
+      await loadResources();
+    } else if (Array.isArray(r.body && r.body.errors) && r.body.errors.length) {
+      showFieldErrors(r.body.errors);
+    } else {
+      say('Not saved. ' + explain(r.body), 'error');
+    }
+    await refresh();
   }
 
   // ---- refresh -----------------------------------------------------------------
@@ -1085,42 +1252,9 @@
     $('set-always-open').addEventListener('change', (e) => {
       for (const day of WEEKDAYS) $('set-hours-' + day).disabled = e.target.checked;
     });
-    $('settings').addEventListener('submit', async (e) => {
-      e.preventDefault();
-      const resource = current();
-      if (!resource) return;
-      const body = settingsBody();
-      if (typeof body === 'string') {
-        say(body, 'error');
-        return;
-      }
-      const r = await api('PATCH', 'v1/resources/' + resource.id, body, true);
-      if (r.status === 200) {
-        say('Saved the settings of ' + r.body.name + '.', 'ok');
-        state.settingsFor = '';
-        delete state.lengths[resource.id];
-        await loadResources();
-      } else {
-        say('Not saved. ' + explain(r.body), 'error');
-      }
-      await refresh();
-    });
-    $('new-resource').addEventListener('submit', async (e) => {
-      e.preventDefault();
-      const body = { name: $('new-name').value, capacity: Number($('new-capacity').value), hold_ttl_seconds: Number($('new-ttl').value) };
-      if ($('new-zone').value.trim()) body.time_zone = $('new-zone').value.trim();
-      const r = await api('POST', 'v1/resources', body, true);
-      if (r.status === 201) {
-        state.resourceId = r.body.id;
-        state.day = null;
-        say('Created ' + r.body.name + '.', 'ok');
-        $('new-name').value = '';
-        await loadResources();
-      } else {
-        say(explain(r.body), 'error');
-      }
-      await refresh();
-    });
+    $('settings').addEventListener('submit', (e) => { e.preventDefault(); saveSettings(); });
+    $('new-resource').addEventListener('click', () => settingsMode('new'));
+    $('new-cancel').addEventListener('click', () => { settingsMode('edit'); $('new-resource').focus(); });
     $('archive').addEventListener('click', async () => {
       const resource = current();
       if (!resource) return;

@@ -548,6 +548,12 @@ fn base64_decode(text: &str) -> Vec<u8> {
     out
 }
 
+/// How many resources named `name` exist (asked of the API, not the page).
+async fn resources_named(app: &TestApp, name: &str) -> usize {
+    let (_, list) = send(app.get("admin", "/v1/resources?limit=100")).await;
+    list["items"].as_array().unwrap().iter().filter(|r| r["name"] == name).count()
+}
+
 /// The reservations of `resource` as stored: (owner, status, local start in `zone`).
 async fn stored(app: &TestApp, resource: Uuid, zone: &str) -> Vec<(String, String, String)> {
     app.db()
@@ -777,10 +783,11 @@ async fn an_admin_creates_a_resource_cancels_a_booking_of_it_and_archives_it() {
     page.open(&app, "/", "admin", lobby).await;
 
     page.click("#admin summary").await;
-    page.type_into("#new-name", "Studio").await;
-    page.type_into("#new-capacity", "2").await;
-    page.type_into("#new-zone", "America/New_York").await;
-    page.click("#create-resource").await;
+    page.click("#new-resource").await;
+    page.type_into("#set-name", "Studio").await;
+    page.type_into("#set-capacity", "2").await;
+    page.type_into("#set-zone", "America/New_York").await;
+    page.click("#save-settings").await;
     page.wait_for(
         "the new resource chosen",
         "document.querySelector('#resource option:checked')?.textContent === 'Studio (2 places)'",
@@ -1360,5 +1367,74 @@ async fn on_a_sunday_evening_the_page_opens_at_the_first_time_that_can_be_booked
         let monday = page.js(&times(0), json!([])).await;
         assert_eq!(monday[0], "09:00 free", "{monday}");
         page.assert_accessible("the first view").await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn an_admin_makes_a_resource_with_every_setting_in_one_form_and_reads_each_error_beside_its_field() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let room = app.resource_with(json!({"name": "Room 101"})).await;
+    for (page, name) in [(driver.phone().await, "Chair one"), (driver.browser().await, "Chair two")] {
+        page.open(&app, "/", "admin", room).await;
+        page.click("#admin summary").await;
+        page.click("#new-resource").await;
+        page.wait_for("a blank form", "document.getElementById('settings').dataset.mode === 'new'").await;
+        assert_eq!(page.text("#settings-title").await, "New resource");
+        page.type_into("#set-name", name).await;
+        page.type_into("#set-capacity", "2").await;
+        page.type_into("#set-zone", "Mars/Olympus").await;
+        page.click("#set-always-open").await;
+        page.type_into("#set-hours-tue", "09:00-12:00").await;
+        page.type_into("#set-grid", "30").await;
+        page.type_into("#set-buffer-after", "10").await;
+        page.type_into("#set-cancel-notice", "60").await;
+        page.type_into("#set-reschedule-notice", "120").await;
+        page.type_into("#set-limits", "2 per day").await;
+        page.type_into("#set-notice", "-5").await;
+        page.click("#save-settings").await;
+
+        page.wait_for("the zone marked", "document.getElementById('set-zone').getAttribute('aria-invalid') === 'true'")
+            .await;
+        let beside = |id: &str| {
+            format!(
+                "const i = document.getElementById('{id}'); \
+                 return (i.getAttribute('aria-describedby') || '').split(' ').map((d) => document.getElementById(d)?.textContent || '').join(' ')"
+            )
+        };
+        let zone_error = page.js(&beside("set-zone"), json!([])).await;
+        assert!(
+            zone_error.as_str().unwrap().contains("Time zone must be an IANA time zone name"),
+            "the zone's error is beside it, in words: {zone_error}"
+        );
+        let notice_error = page.js(&beside("set-notice"), json!([])).await;
+        assert!(notice_error.as_str().unwrap().starts_with("Notice"), "every bad field has its own: {notice_error}");
+        let said = page.message().await;
+        assert!(!said.contains("See errors for each field") && !said.contains("time_zone"), "no API words: {said}");
+        let focused = page.js("return document.activeElement.id", json!([])).await;
+        assert_eq!(focused, "set-zone", "focus on the first field to fix");
+        assert_eq!(resources_named(&app, name).await, 0, "nothing made");
+
+        page.type_into("#set-zone", "Europe/Berlin").await;
+        page.type_into("#set-notice", "0").await;
+        page.click("#save-settings").await;
+        page.wait_for("made", &format!("document.getElementById('messages').textContent.startsWith('Created {name}')"))
+            .await;
+        let invalid =
+            page.js("return document.querySelectorAll('#settings [aria-invalid=true]').length", json!([])).await;
+        assert_eq!(invalid, 0, "the errors are gone");
+        let id = page.js("return document.getElementById('resource').value", json!([])).await;
+        let (_, made) = send(app.get("admin", &format!("/v1/resources/{}", id.as_str().unwrap()))).await;
+        assert_eq!(made["name"], name);
+        assert_eq!(made["capacity"], 2);
+        assert_eq!(made["time_zone"], "Europe/Berlin");
+        assert_eq!(made["schedule"]["weekly"]["tue"], json!([["09:00", "12:00"]]));
+        assert_eq!((made["slot_minutes"].clone(), made["buffer_after_minutes"].clone()), (json!(30), json!(10)));
+        assert_eq!(made["cancel_notice_minutes"], 60);
+        assert_eq!(made["reschedule_notice_minutes"], 120);
+        assert_eq!(made["limits"], json!([{"max": 2, "window": "day"}]));
+        assert_eq!(page.text("#settings-title").await, "This resource", "the form now edits what it made");
+        page.assert_accessible("the resource form").await;
     }
 }
