@@ -45,6 +45,10 @@
     who: sessionStorage.getItem('who') || '',
     admin: false,
     resources: [],
+    // The pools, for "Together with" ("any free chair").
+    pools: [],
+    // "Together with": '' (nothing), 'resource:<id>' or 'pool:<id>'.
+    with: '',
     resourceId: sessionStorage.getItem('resource') || '',
     weekOffset: 0,
     // The day shown on a phone, 0 = Monday; `null` until a week is read.
@@ -221,6 +225,34 @@
     return (r && r.time_zone) || 'UTC';
   }
 
+  /** The resources of a booking by name, every item of it ("Salon chair + Back room");
+   *  a pool's item by the member it picked. */
+  function namesOf(r) {
+    return itemResources(r).map(nameOf).join(' + ');
+  }
+
+  /** The resource ids of a booking's items (one for a single booking). */
+  function itemResources(r) {
+    return r.items && r.items.length ? r.items.map((i) => i.resource_id) : [r.resource_id];
+  }
+
+  /** What the person books with the chosen resource: `{resource_id}` or `{pool_id}`,
+   *  from "Together with"; `null` for the resource alone. */
+  function together() {
+    const [kind, id] = (state.with || '').split(':');
+    if (kind === 'resource' && state.resources.some((r) => r.id === id)) return { resource_id: id };
+    if (kind === 'pool' && state.pools.some((p) => p.id === id)) return { pool_id: id };
+    return null;
+  }
+
+  function togetherName() {
+    const t = together();
+    if (!t) return '';
+    if (t.resource_id) return nameOf(t.resource_id);
+    const pool = state.pools.find((p) => p.id === t.pool_id);
+    return 'any free one of ' + (pool ? pool.name : 'a pool');
+  }
+
   function nameOf(resourceId) {
     const r = state.resources.find((x) => x.id === resourceId);
     return r ? r.name : 'a resource';
@@ -291,6 +323,7 @@
     advance: ['Too far ahead', 'too far ahead to book'],
     buffer: ['Kept free', 'kept free around a booking'],
     limit: ['Limit reached', 'your booking limit for this period is reached'],
+    apart: ['Not together', 'not free together'],
     taken: ['Booked', 'booked; press to join the waitlist'],
     held: ['Held', 'held by someone; press to join the waitlist'],
     mine: ['Yours', 'booked by you'],
@@ -322,6 +355,7 @@
       const soonest = taken.filter((t) => t.status === 'HELD' && t.expires_at && overlaps(t)).map((t) => t.expires_at).sort()[0];
       out.text = ['Held ', countdown(soonest)];
     }
+    if (kind === 'apart') out.label = 'not free together with ' + togetherName();
     if (kind === 'notice' && resource.min_notice_minutes) out.label = 'too soon: bookings need ' + lengthText(resource.min_notice_minutes) + ' notice';
     if (kind === 'advance' && resource.max_advance_days) out.label = 'too far ahead: bookings open ' + resource.max_advance_days + ' days ahead';
 
@@ -354,9 +388,12 @@
     const dayStarts = days.map((d) => wallToInstant(d.y, d.m, d.d, 0, zone));
     const taken = slots.taken.map((t) => Object.assign({ s: Date.parse(t.start), e: Date.parse(t.end) }, t));
     const mine = state.mine
-      .filter((r) => r.resource_id === resource.id)
+      .filter((r) => itemResources(r).includes(resource.id))
       .map((r) => Object.assign({ s: Date.parse(r.start), e: Date.parse(r.end) }, r));
-    const entries = slots.slots.map((s) => ({ start: Date.parse(s.start), end: Date.parse(s.end), reason: null, remaining: s.remaining }))
+    // Booking together, a start free here but not for the other (or any of the pool)
+    // is 'apart': not free together.
+    const entries = slots.slots.map((s) => ({ start: Date.parse(s.start), end: Date.parse(s.end), remaining: s.remaining,
+      reason: slots.together && !slots.together.has(Date.parse(s.start)) ? 'apart' : null }))
       .concat(slots.unavailable.map((u) => ({ start: Date.parse(u.start), end: Date.parse(u.end), reason: u.reason })))
       .sort((a, b) => a.start - b.start);
     const perDay = days.slice(0, 7).map(() => new Map());
@@ -422,7 +459,7 @@
         any = true;
         const j = judge(resource, cell, taken, mine);
         const attrs = {
-          type: 'button', class: 'slot cell-' + ({ 'mine-held': 'mine', past: 'closed', notice: 'closed', advance: 'closed' }[j.kind] || j.kind),
+          type: 'button', class: 'slot cell-' + ({ 'mine-held': 'mine', past: 'closed', notice: 'closed', advance: 'closed', apart: 'closed' }[j.kind] || j.kind),
           'data-day': i, 'data-time': key, 'data-start': new Date(cell.start).toISOString(), 'data-end': new Date(cell.end).toISOString(),
           'data-state': j.kind, disabled: !j.action,
         };
@@ -493,16 +530,19 @@
   // ---- actions -----------------------------------------------------------------
 
   async function hold(resource, cell) {
-    if ($('repeat-weekly').checked) return holdWeekly(resource, cell);
+    const withItem = together();
+    if ($('repeat-weekly').checked && !withItem) return holdWeekly(resource, cell);
     const zone = resource.time_zone || 'UTC';
     const start = new Date(cell.start).toISOString(), end = new Date(cell.end).toISOString();
-    say('Holding ' + when(start, end, zone) + '…');
-    const r = await api('POST', 'v1/reservations', { resource_id: resource.id, start, end }, true);
+    say('Holding ' + when(start, end, zone) + (withItem ? ' with ' + togetherName() : '') + '…');
+    // Together: one booking of both items, held in one transaction or not at all.
+    const body = withItem ? { items: [{ resource_id: resource.id }, withItem], start, end } : { resource_id: resource.id, start, end };
+    const r = await api('POST', 'v1/reservations', body, true);
     if (r.status === 201 || r.status === 202) {
       state.holdId = r.body.id;
       state.holdSeen = true;
       state.mine = [r.body].concat(state.mine.filter((x) => x.id !== r.body.id));
-      say('Held ' + when(start, end, zone) + ' for you. Confirm it before the countdown ends.', 'ok');
+      say('Held ' + namesOf(r.body) + ', ' + when(start, end, zone) + ' for you. Confirm it before the countdown ends.', 'ok');
       showHold();
     } else if (r.status === 409 && String(r.body && r.body.type).endsWith('/slot-unavailable')) {
       say('Just taken: someone else got ' + when(start, end, zone) + ' a moment ago. The calendar is refreshed.', 'error');
@@ -556,7 +596,7 @@
     const r = await api('POST', 'v1/reservations/' + id + '/confirm', undefined, true);
     if (r.status === 200 || r.status === 202) {
       const what = when(r.body.start, r.body.end, zoneOf(r.body.resource_id));
-      if (r.body.status === 'CONFIRMED') say('Confirmed: ' + nameOf(r.body.resource_id) + ', ' + what + '.', 'ok');
+      if (r.body.status === 'CONFIRMED') say('Confirmed: ' + namesOf(r.body) + ', ' + what + '.', 'ok');
       else say('Confirming ' + what + ' with the system of record…', 'ok');
     } else if (r.status === 409 && String(r.body && r.body.type).endsWith('/reservation-not-held')) {
       say('Too late: this hold has expired or was released. Pick a free time again.', 'error');
@@ -570,7 +610,7 @@
     const r = await api('DELETE', 'v1/reservations/' + id);
     if (r.status === 200) {
       const what = when(r.body.start, r.body.end, zoneOf(r.body.resource_id));
-      say((r.body.status === 'RELEASED' ? 'Released ' : 'Cancelled ') + nameOf(r.body.resource_id) + ', ' + what + '.', 'ok');
+      say((r.body.status === 'RELEASED' ? 'Released ' : 'Cancelled ') + namesOf(r.body) + ', ' + what + '.', 'ok');
       if (state.moving && state.moving.id === id) stopMoving();
     } else {
       say(verb + ' failed. ' + explain(r.body), 'error');
@@ -649,7 +689,7 @@
     panel.hidden = !held;
     document.body.classList.toggle('holding', !!held);
     if (!held) return;
-    $('hold-what').textContent = nameOf(held.resource_id) + ', ' + when(held.start, held.end, zoneOf(held.resource_id), zonesMixed([held.resource_id]));
+    $('hold-what').textContent = namesOf(held) + ', ' + when(held.start, held.end, zoneOf(held.resource_id), zonesMixed(itemResources(held)));
     const c = $('hold-countdown');
     c.dataset.expires = held.expires_at;
     c.textContent = countdownText(held.expires_at);
@@ -661,10 +701,10 @@
     const list = $('mine');
     list.textContent = '';
     if (!state.mine.length) list.append(el('li', { class: 'muted', text: 'Nothing booked yet.' }));
-    const named = zonesMixed(state.mine.map((r) => r.resource_id));
+    const named = zonesMixed(state.mine.flatMap(itemResources));
     const soonest = [...state.mine].sort((a, b) => Date.parse(a.start) - Date.parse(b.start) || (a.id < b.id ? -1 : 1));
     for (const r of soonest) {
-      const what = nameOf(r.resource_id) + ', ' + when(r.start, r.end, zoneOf(r.resource_id), named);
+      const what = namesOf(r) + ', ' + when(r.start, r.end, zoneOf(r.resource_id), named);
       const item = el('li', { 'data-id': r.id, 'data-status': r.status });
       const text = el('span', { class: 'what' }, what + ' · ');
       const moveButton = el('button', { type: 'button', class: 'move', text: 'Move', 'aria-label': 'Move ' + what, onclick: () => startMoving(r) });
@@ -1070,9 +1110,25 @@
     }
     if (!current() && state.resources.length) state.resourceId = state.resources[0].id;
     select.value = state.resourceId;
+    const pools = await api('GET', 'v1/pools?limit=100');
+    state.pools = pools.status === 200 ? pools.body.items : [];
     const resource = current();
     if (resource) fillLengths(resource);
+    fillTogether();
     if (state.admin) fillSettings(resource);
+  }
+
+  /** "Together with": every other resource, and every pool as "Any free one of …". */
+  function fillTogether() {
+    const select = $('with');
+    select.replaceChildren(el('option', { value: '', text: 'Nothing else' }),
+      ...state.resources.filter((r) => r.id !== state.resourceId).map((r) => el('option', { value: 'resource:' + r.id, text: r.name })),
+      ...state.pools.map((p) => el('option', { value: 'pool:' + p.id, text: 'Any free one of ' + p.name })));
+    if (!together() || state.with === 'resource:' + state.resourceId) state.with = '';
+    select.value = state.with;
+    // A weekly repeat books one resource: it waits while a booking is of several.
+    $('repeat-weekly').disabled = !!state.with;
+    $('repeat-alone').hidden = !state.with;
   }
 
   /** Reads everything shown, at most one refresh at a time (a second asks for another
@@ -1137,17 +1193,28 @@
       const w = 'from=' + encodeURIComponent(from) + '&to=' + encodeURIComponent(to);
       const length = chosenLength(resource);
       const weekOffset = state.weekOffset;
-      const [a, s] = await Promise.all([
+      const withItem = together();
+      const withQuery = withItem ? (withItem.resource_id ? 'resource_id=' + withItem.resource_id : 'pool_id=' + withItem.pool_id) : '';
+      const [a, s, g] = await Promise.all([
         api('GET', 'v1/resources/' + resource.id + '/availability?' + w),
         api('GET', 'v1/resources/' + resource.id + '/slots?' + w + '&duration=PT' + length + 'M&unavailable=true'),
+        // Together: the starts at which the resource and the other (or some member of
+        // the pool) are all free, each under its own rules.
+        withItem
+          ? api('GET', 'v1/slots?resource_id=' + resource.id + '&' + withQuery + '&together=true&' + w + '&duration=PT' + length + 'M')
+          : Promise.resolve({ status: 200, body: null }),
       ]);
       // A read of what is no longer asked for (another resource, length or week) is
       // not drawn: the round that follows reads what is.
-      const still = current() === resource && chosenLength(resource) === length && state.weekOffset === weekOffset && !state.placing;
-      if (a.status === 200 && s.status === 200 && still) {
-        paint(resource, days, { week: weekOffset, taken: a.body.taken, slots: s.body.slots, unavailable: s.body.unavailable || [] });
+      const sameWith = JSON.stringify(together()) === JSON.stringify(withItem);
+      const still = current() === resource && chosenLength(resource) === length && state.weekOffset === weekOffset &&
+        !state.placing && sameWith;
+      if (a.status === 200 && s.status === 200 && g.status === 200 && still) {
+        const both = g.body ? new Set(g.body.slots.map((x) => Date.parse(x.start))) : null;
+        paint(resource, days, { week: weekOffset, taken: a.body.taken, slots: s.body.slots, unavailable: s.body.unavailable || [], together: both });
       } else if (a.status !== 200) say(explain(a.body), 'error');
       else if (s.status !== 200) say(explain(s.body), 'error');
+      else if (g.status !== 200) say(explain(g.body), 'error');
       await refreshBookings(resource);
     }
     await refreshDeliveries();
@@ -1211,6 +1278,7 @@
     state.weekOffset = 0;
     state.day = null;
     state.stepped = false;
+    fillTogether();
     const resource = current();
     if (resource) fillLengths(resource);
     if (state.admin) fillSettings(resource);
@@ -1227,6 +1295,7 @@
     buildHours();
     $('identity').addEventListener('submit', (e) => { e.preventDefault(); signIn($('who').value); });
     $('resource').addEventListener('change', async (e) => { await chooseResource(e.target.value); refresh(); });
+    $('with').addEventListener('change', (e) => { state.with = e.target.value; fillTogether(); refresh(); });
     $('duration').addEventListener('change', async (e) => {
       const resource = current();
       if (resource) state.lengths[resource.id] = Number(e.target.value);

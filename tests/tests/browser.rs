@@ -1438,3 +1438,105 @@ async fn an_admin_makes_a_resource_with_every_setting_in_one_form_and_reads_each
         page.assert_accessible("the resource form").await;
     }
 }
+
+/// A pool of `members` made by the admin ("any free one of them"); returns its id.
+async fn pool_of(app: &TestApp, name: &str, members: &[Uuid]) -> Uuid {
+    let (status, made) =
+        send(app.post("admin", "/v1/pools", &json!({"name": name, "resource_ids": members, "strategy": "ordered"})))
+            .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    made["id"].as_str().unwrap().parse().unwrap()
+}
+
+/// Each booking of `who` as stored: the names of its resources, with its local start.
+async fn bookings_of(app: &TestApp, who: &str) -> Vec<(String, String)> {
+    app.db()
+        .await
+        .query(
+            "SELECT string_agg(s.name, ' + ' ORDER BY s.name), min(to_char(r.starts_at AT TIME ZONE s.time_zone, 'Dy HH24:MI')) \
+             FROM reservations r JOIN resources s ON s.id = r.resource_id \
+             WHERE r.owner = $1 AND r.status = 'CONFIRMED' GROUP BY r.booking_id ORDER BY 2",
+            &[&who],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn a_person_books_a_chair_and_a_room_together_and_sees_only_the_times_both_are_free() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let zone = "America/New_York";
+    let chair = salon_chair(&app).await;
+    let room = app.resource_with(json!({"name": "Back room", "time_zone": zone})).await;
+    let weekdays = json!([["09:00", "17:00"]]);
+    let second = app
+        .resource_with(json!({"name": "Window chair", "time_zone": zone, "slot_minutes": 30,
+            "schedule": {"weekly": {"mon": weekdays, "tue": weekdays, "wed": weekdays, "thu": weekdays, "fri": weekdays},
+                         "exceptions": []}}))
+        .await;
+    let chairs = pool_of(&app, "Chairs", &[second, chair]).await;
+
+    // Alice, on a phone: the salon chair together with the back room, which Bob has
+    // booked on Tuesday from 10:00 to 11:00.
+    let phone = driver.phone().await;
+    phone.open(&app, "/", "alice", chair).await;
+    let (start, end) = (
+        phone.js(&format!("return document.querySelector('{}').dataset.start", slot(1, "10:00")), json!([])).await,
+        phone.js(&format!("return document.querySelector('{}').dataset.start", slot(1, "11:00")), json!([])).await,
+    );
+    let body = json!({"resource_id": room, "start": start, "end": end, "confirm": true});
+    assert_eq!(send(app.post("bob", "/v1/reservations", &body)).await.0, StatusCode::CREATED);
+    phone
+        .js(
+            "const s = document.getElementById('with'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+            json!([format!("resource:{room}")]),
+        )
+        .await;
+    phone.click("#day-1").await;
+    phone.wait_for_slot(1, "10:00", "apart").await;
+    assert_eq!(phone.slot_state(1, "10:30").await, "apart", "the room is booked then");
+    assert_eq!(phone.slot_state(1, "11:00").await, "free", "both are free again");
+    let said = phone.accessible_name(&slot(1, "10:00")).await;
+    assert!(said.contains("Back room"), "says which one is not free: {said}");
+    phone.click(&slot(1, "09:30")).await;
+    phone.wait_for_slot(1, "09:30", "mine-held").await;
+    phone.wait_for("the hold sheet", "!document.getElementById('hold').hidden").await;
+    let sheet = phone.text("#hold-what").await;
+    assert!(sheet.contains("Salon chair") && sheet.contains("Back room"), "the sheet names both: {sheet}");
+    phone.assert_accessible("a hold of two").await;
+    phone.click("#confirm").await;
+    phone.wait_for("the booking in my list", "document.querySelector('#mine li[data-status=CONFIRMED]')").await;
+    let listed = phone.text("#mine li[data-status=CONFIRMED] .what").await;
+    assert!(listed.contains("Salon chair") && listed.contains("Back room"), "my list names both: {listed}");
+    assert_eq!(
+        bookings_of(&app, "alice").await,
+        vec![("Back room + Salon chair".to_string(), "Tue 09:30".to_string())]
+    );
+
+    // Carol, on a wide screen: the back room and any free chair.
+    let desk = driver.browser().await;
+    desk.open(&app, "/", "carol", room).await;
+    desk.js(
+        "const s = document.getElementById('with'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+        json!([format!("pool:{chairs}")]),
+    )
+    .await;
+    desk.wait_for_cell(5, 10, "apart").await; // Saturday: every chair is closed
+    desk.wait_for_cell(2, 14, "free").await;
+    desk.click(&cell(2, 14)).await;
+    desk.wait_for_cell(2, 14, "mine-held").await;
+    desk.click("#confirm").await;
+    desk.wait_for("the booking in my list", "document.querySelector('#mine li[data-status=CONFIRMED]')").await;
+    let listed = desk.text("#mine li[data-status=CONFIRMED] .what").await;
+    assert!(listed.contains("Back room") && listed.contains("Window chair"), "the chair picked is named: {listed}");
+    assert_eq!(
+        bookings_of(&app, "carol").await,
+        vec![("Back room + Window chair".to_string(), "Wed 14:00".to_string())]
+    );
+    desk.assert_accessible("together with a pool").await;
+}
