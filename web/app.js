@@ -45,6 +45,10 @@
     who: sessionStorage.getItem('who') || '',
     admin: false,
     resources: [],
+    // The pools, for "Together with" ("any free chair").
+    pools: [],
+    // "Together with": '' (nothing), 'resource:<id>' or 'pool:<id>'.
+    with: '',
     resourceId: sessionStorage.getItem('resource') || '',
     weekOffset: 0,
     // The day shown on a phone, 0 = Monday; `null` until a week is read.
@@ -60,6 +64,11 @@
     settingsFor: '',
     generation: 0,
     refreshing: null,
+    // The read of the first start that can be booked, while under way (see
+    // placeAtFirstFree); the calendar is not drawn meanwhile.
+    placing: null,
+    // Whether the person stepped to another week since choosing the resource.
+    stepped: false,
   };
 
   // ---- talking to the API -------------------------------------------------------
@@ -67,8 +76,20 @@
   function headers(extra) {
     const h = Object.assign({ Accept: 'application/json' }, extra || {});
     if (IDENTITY === 'bearer') h.Authorization = 'Bearer ' + state.who;
-    else h['X-Principal'] = state.who;
+    else h['X-Principal'] = encodeURIComponent(state.who);
     return h;
+  }
+
+  /** Why the API would refuse `name` as a principal (docs/api.md, Identity), in words;
+   *  `null` when it takes it. A header carries ASCII only, so the name travels
+   *  percent-encoded as UTF-8 (`headers`): any printable name, 1 to 255 characters, no
+   *  control character, no white space at either end (the page trims it). */
+  function nameProblem(name) {
+    if (!name) return 'Type your name first.';
+    if ([...name].length > 255) return 'A name is at most 255 characters; this one has ' + [...name].length + '.';
+    // eslint-disable-next-line no-control-regex
+    if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) return 'A name cannot hold a line break, a tab or another control character.';
+    return null;
   }
 
   /** Who the API takes the caller for: the name in header mode, the token's `sub` in
@@ -121,7 +142,7 @@
     if (problem.detail) text += ': ' + problem.detail;
     if (slug === 'limit-exceeded') {
       text += problem.frees_at
-        ? ' A place frees when one of your holds lapses, at ' + fmt(Date.parse(problem.frees_at), undefined, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }) + '.'
+        ? ' A place frees when one of your holds lapses, at ' + fmt(Date.parse(problem.frees_at), BROWSER_ZONE, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }) + ' ' + zoneName(BROWSER_ZONE) + '.'
         : ' Cancel one of your bookings in that period to book another.';
     }
     if (Array.isArray(problem.errors) && problem.errors.length) {
@@ -170,16 +191,66 @@
     return new Intl.DateTimeFormat('en-GB', Object.assign({ timeZone: zone }, opts)).format(new Date(ms));
   }
 
-  function when(start, end, zone) {
+  /** A range in `zone`; with `named`, followed by the zone's name, for a list whose
+   *  times are in more than one zone or in another zone than the calendar's. */
+  function when(start, end, zone, named) {
     const s = Date.parse(start), e = Date.parse(end);
     return fmt(s, zone, { weekday: 'short', day: 'numeric', month: 'short' }) + ' ' +
       fmt(s, zone, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }) + '–' +
-      fmt(e, zone, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+      fmt(e, zone, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }) + (named ? ' ' + zoneName(zone) : '');
+  }
+
+  /** A zone as a person says it: "New York time" for America/New_York, "UTC" for UTC. */
+  function zoneName(zone) {
+    const z = zone || 'UTC';
+    if (z === 'UTC' || z === 'Etc/UTC') return 'UTC';
+    return z.split('/').pop().replace(/_/g, ' ') + ' time';
+  }
+
+  /** The browser's own zone, which times not of a resource (a hold's lapse across the
+   *  service, a webhook's delivery) are shown in, and named. */
+  const BROWSER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
+
+  /** Whether the times of resources `ids` need their zone named: more than one zone,
+   *  or one that is not the zone of the calendar shown. */
+  function zonesMixed(ids) {
+    const shown = current();
+    const zones = new Set(ids.map(zoneOf));
+    if (shown) zones.add(shown.time_zone || 'UTC');
+    return zones.size > 1;
   }
 
   function zoneOf(resourceId) {
     const r = state.resources.find((x) => x.id === resourceId);
     return (r && r.time_zone) || 'UTC';
+  }
+
+  /** The resources of a booking by name, every item of it ("Salon chair + Back room");
+   *  a pool's item by the member it picked. */
+  function namesOf(r) {
+    return itemResources(r).map(nameOf).join(' + ');
+  }
+
+  /** The resource ids of a booking's items (one for a single booking). */
+  function itemResources(r) {
+    return r.items && r.items.length ? r.items.map((i) => i.resource_id) : [r.resource_id];
+  }
+
+  /** What the person books with the chosen resource: `{resource_id}` or `{pool_id}`,
+   *  from "Together with"; `null` for the resource alone. */
+  function together() {
+    const [kind, id] = (state.with || '').split(':');
+    if (kind === 'resource' && state.resources.some((r) => r.id === id)) return { resource_id: id };
+    if (kind === 'pool' && state.pools.some((p) => p.id === id)) return { pool_id: id };
+    return null;
+  }
+
+  function togetherName() {
+    const t = together();
+    if (!t) return '';
+    if (t.resource_id) return nameOf(t.resource_id);
+    const pool = state.pools.find((p) => p.id === t.pool_id);
+    return 'any free one of ' + (pool ? pool.name : 'a pool');
   }
 
   function nameOf(resourceId) {
@@ -252,6 +323,7 @@
     advance: ['Too far ahead', 'too far ahead to book'],
     buffer: ['Kept free', 'kept free around a booking'],
     limit: ['Limit reached', 'your booking limit for this period is reached'],
+    apart: ['Not together', 'not free together'],
     taken: ['Booked', 'booked; press to join the waitlist'],
     held: ['Held', 'held by someone; press to join the waitlist'],
     mine: ['Yours', 'booked by you'],
@@ -283,6 +355,7 @@
       const soonest = taken.filter((t) => t.status === 'HELD' && t.expires_at && overlaps(t)).map((t) => t.expires_at).sort()[0];
       out.text = ['Held ', countdown(soonest)];
     }
+    if (kind === 'apart') out.label = 'not free together with ' + togetherName();
     if (kind === 'notice' && resource.min_notice_minutes) out.label = 'too soon: bookings need ' + lengthText(resource.min_notice_minutes) + ' notice';
     if (kind === 'advance' && resource.max_advance_days) out.label = 'too far ahead: bookings open ' + resource.max_advance_days + ' days ahead';
 
@@ -315,9 +388,12 @@
     const dayStarts = days.map((d) => wallToInstant(d.y, d.m, d.d, 0, zone));
     const taken = slots.taken.map((t) => Object.assign({ s: Date.parse(t.start), e: Date.parse(t.end) }, t));
     const mine = state.mine
-      .filter((r) => r.resource_id === resource.id)
+      .filter((r) => itemResources(r).includes(resource.id))
       .map((r) => Object.assign({ s: Date.parse(r.start), e: Date.parse(r.end) }, r));
-    const entries = slots.slots.map((s) => ({ start: Date.parse(s.start), end: Date.parse(s.end), reason: null, remaining: s.remaining }))
+    // Booking together, a start free here but not for the other (or any of the pool)
+    // is 'apart': not free together.
+    const entries = slots.slots.map((s) => ({ start: Date.parse(s.start), end: Date.parse(s.end), remaining: s.remaining,
+      reason: slots.together && !slots.together.has(Date.parse(s.start)) ? 'apart' : null }))
       .concat(slots.unavailable.map((u) => ({ start: Date.parse(u.start), end: Date.parse(u.end), reason: u.reason })))
       .sort((a, b) => a.start - b.start);
     const perDay = days.slice(0, 7).map(() => new Map());
@@ -331,7 +407,10 @@
       if (perDay[day].has(key)) key += ' (2nd)';
       Object.assign(cell, { day, key, hour: p.hour, minute: p.minute });
       perDay[day].set(key, cell);
-      if (cell.reason !== 'closed') rows.set(key, p.hour * 60 + p.minute + (key.length > 5 ? 0.5 : 0));
+      // A row is drawn when some day of the week has something at that time other than
+      // closed or past: before the first time that can still be booked, a week that is
+      // partly over draws no rows of 'Past'.
+      if (cell.reason !== 'closed' && cell.reason !== 'past') rows.set(key, p.hour * 60 + p.minute + (key.length > 5 ? 0.5 : 0));
     }
     const moving = state.moving && state.moving.resource_id === resource.id ? state.moving : null;
     const order = [...rows.keys()].sort((a, b) => rows.get(a) - rows.get(b));
@@ -351,12 +430,16 @@
     const picker = $('days');
     picker.textContent = '';
     for (let i = 0; i < 7; i++) {
-      const label = fmt(dayStarts[i], zone, { weekday: 'long', day: 'numeric', month: 'long' }) + (bookable[i] ? '' : ', no free times');
+      // The name a screen reader reads begins with the words shown ("Tue 8"), so a
+      // person who speaks what they see reaches the button (WCAG 2.5.3, Label in Name);
+      // the rest is for the ear only.
+      const more = ', ' + fmt(dayStarts[i], zone, { weekday: 'long', day: 'numeric', month: 'long' }) + (bookable[i] ? '' : ', no free times');
       picker.append(el('button', {
-        type: 'button', id: 'day-' + i, 'data-day': i, 'aria-pressed': String(i === state.day), 'aria-label': label,
+        type: 'button', id: 'day-' + i, 'data-day': i, 'aria-pressed': String(i === state.day),
         class: bookable[i] ? '' : 'no-times',
         onclick: () => { state.day = i; paint(resource, days, slots); },
-      }, el('span', { text: DAY_NAMES[i] }), el('br'), el('span', { text: String(days[i].d) })));
+      }, el('span', { class: 'line', text: DAY_NAMES[i] }), ' ', el('span', { class: 'line', text: String(days[i].d) }),
+      el('span', { class: 'sr-only', text: more })));
     }
 
     const week = $('calendar');
@@ -374,21 +457,26 @@
           continue;
         }
         any = true;
-        const range = when(new Date(cell.start).toISOString(), new Date(cell.end).toISOString(), zone);
         const j = judge(resource, cell, taken, mine);
         const attrs = {
-          type: 'button', class: 'slot cell-' + ({ 'mine-held': 'mine', past: 'closed', notice: 'closed', advance: 'closed' }[j.kind] || j.kind),
+          type: 'button', class: 'slot cell-' + ({ 'mine-held': 'mine', past: 'closed', notice: 'closed', advance: 'closed', apart: 'closed' }[j.kind] || j.kind),
           'data-day': i, 'data-time': key, 'data-start': new Date(cell.start).toISOString(), 'data-end': new Date(cell.end).toISOString(),
-          'data-state': j.kind, 'aria-label': range + ': ' + j.label, disabled: !j.action,
+          'data-state': j.kind, disabled: !j.action,
         };
         if (cell.minute === 0 && key.length === 5) attrs['data-hour'] = cell.hour;
-        const button = el('button', attrs, el('span', { class: 'time', text: key.slice(0, 5) }), el('span', { class: 'say' }, ...j.text));
+        // Read as what it shows, its time then its state ("09:30 Free"), then for the
+        // ear its day, its end and what a press does (WCAG 2.5.3, Label in Name).
+        const heard = ', ' + fmt(cell.start, zone, { weekday: 'long', day: 'numeric', month: 'long' }) + ', until ' +
+          fmt(cell.end, zone, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }) + ': ' + j.label;
+        const button = el('button', attrs, el('span', { class: 'time', text: key.slice(0, 5) }), ' ',
+          el('span', { class: 'say' }, ...j.text), el('span', { class: 'sr-only', text: heard }));
         if (j.action) button.addEventListener('click', j.action);
         list.append(el('li', {}, button));
       }
       if (!any || !order.length) {
         list.textContent = '';
-        list.append(el('li', { class: 'none', text: 'Closed all day.' }));
+        const over = [...perDay[i].values()].some((c) => c.reason === 'past');
+        list.append(el('li', { class: 'none', text: over ? 'Nothing left to book this day.' : 'Closed all day.' }));
       }
       column.append(list);
       week.append(column);
@@ -407,19 +495,54 @@
     week.dataset.moving = moving ? moving.id : '';
   }
 
+  // ---- the first view ----------------------------------------------------------
+
+  /** Shows the week and day of the first start that can be booked on the chosen
+   *  resource at the chosen length, within the 62 days one slots read spans; the
+   *  current week when there is none. While it reads, the calendar is not drawn, so
+   *  the first week drawn is this one. A week the person stepped to since is kept. */
+  async function placeAtFirstFree() {
+    const resource = current();
+    if (!resource || !state.who) return;
+    const length = chosenLength(resource);
+    const token = (state.placing = {});
+    try {
+      const from = Date.now();
+      const w = 'from=' + encodeURIComponent(new Date(from).toISOString()) +
+        '&to=' + encodeURIComponent(new Date(from + 62 * 86400000).toISOString());
+      const r = await api('GET', 'v1/resources/' + resource.id + '/slots?' + w + '&duration=PT' + length + 'M');
+      const still = state.placing === token && current() === resource && chosenLength(resource) === length;
+      if (!still || r.status !== 200 || !r.body.slots.length) return;
+      const zone = resource.time_zone || 'UTC';
+      const p = zoneParts(Date.parse(r.body.slots[0].start), zone);
+      const n = zoneParts(Date.now(), zone);
+      const weekday = (d) => (d.getUTCDay() + 6) % 7;
+      const firstDate = new Date(Date.UTC(p.year, p.month - 1, p.day));
+      const today = new Date(Date.UTC(n.year, n.month - 1, n.day));
+      const mondays = (firstDate - weekday(firstDate) * 86400000) - (today - weekday(today) * 86400000);
+      state.weekOffset = Math.round(mondays / (7 * 86400000));
+      state.day = weekday(firstDate);
+    } finally {
+      if (state.placing === token) state.placing = null;
+    }
+  }
+
   // ---- actions -----------------------------------------------------------------
 
   async function hold(resource, cell) {
-    if ($('repeat-weekly').checked) return holdWeekly(resource, cell);
+    const withItem = together();
+    if ($('repeat-weekly').checked && !withItem) return holdWeekly(resource, cell);
     const zone = resource.time_zone || 'UTC';
     const start = new Date(cell.start).toISOString(), end = new Date(cell.end).toISOString();
-    say('Holding ' + when(start, end, zone) + '…');
-    const r = await api('POST', 'v1/reservations', { resource_id: resource.id, start, end }, true);
+    say('Holding ' + when(start, end, zone) + (withItem ? ' with ' + togetherName() : '') + '…');
+    // Together: one booking of both items, held in one transaction or not at all.
+    const body = withItem ? { items: [{ resource_id: resource.id }, withItem], start, end } : { resource_id: resource.id, start, end };
+    const r = await api('POST', 'v1/reservations', body, true);
     if (r.status === 201 || r.status === 202) {
       state.holdId = r.body.id;
       state.holdSeen = true;
       state.mine = [r.body].concat(state.mine.filter((x) => x.id !== r.body.id));
-      say('Held ' + when(start, end, zone) + ' for you. Confirm it before the countdown ends.', 'ok');
+      say('Held ' + namesOf(r.body) + ', ' + when(start, end, zone) + ' for you. Confirm it before the countdown ends.', 'ok');
       showHold();
     } else if (r.status === 409 && String(r.body && r.body.type).endsWith('/slot-unavailable')) {
       say('Just taken: someone else got ' + when(start, end, zone) + ' a moment ago. The calendar is refreshed.', 'error');
@@ -473,7 +596,7 @@
     const r = await api('POST', 'v1/reservations/' + id + '/confirm', undefined, true);
     if (r.status === 200 || r.status === 202) {
       const what = when(r.body.start, r.body.end, zoneOf(r.body.resource_id));
-      if (r.body.status === 'CONFIRMED') say('Confirmed: ' + nameOf(r.body.resource_id) + ', ' + what + '.', 'ok');
+      if (r.body.status === 'CONFIRMED') say('Confirmed: ' + namesOf(r.body) + ', ' + what + '.', 'ok');
       else say('Confirming ' + what + ' with the system of record…', 'ok');
     } else if (r.status === 409 && String(r.body && r.body.type).endsWith('/reservation-not-held')) {
       say('Too late: this hold has expired or was released. Pick a free time again.', 'error');
@@ -487,7 +610,7 @@
     const r = await api('DELETE', 'v1/reservations/' + id);
     if (r.status === 200) {
       const what = when(r.body.start, r.body.end, zoneOf(r.body.resource_id));
-      say((r.body.status === 'RELEASED' ? 'Released ' : 'Cancelled ') + nameOf(r.body.resource_id) + ', ' + what + '.', 'ok');
+      say((r.body.status === 'RELEASED' ? 'Released ' : 'Cancelled ') + namesOf(r.body) + ', ' + what + '.', 'ok');
       if (state.moving && state.moving.id === id) stopMoving();
     } else {
       say(verb + ' failed. ' + explain(r.body), 'error');
@@ -566,18 +689,22 @@
     panel.hidden = !held;
     document.body.classList.toggle('holding', !!held);
     if (!held) return;
-    $('hold-what').textContent = nameOf(held.resource_id) + ', ' + when(held.start, held.end, zoneOf(held.resource_id));
+    $('hold-what').textContent = namesOf(held) + ', ' + when(held.start, held.end, zoneOf(held.resource_id), zonesMixed(itemResources(held)));
     const c = $('hold-countdown');
     c.dataset.expires = held.expires_at;
     c.textContent = countdownText(held.expires_at);
   }
 
+  /** "My reservations": soonest first, each in its resource's zone, named when the
+   *  list holds more than one zone or another than the calendar's. */
   function renderMine() {
     const list = $('mine');
     list.textContent = '';
     if (!state.mine.length) list.append(el('li', { class: 'muted', text: 'Nothing booked yet.' }));
-    for (const r of state.mine) {
-      const what = nameOf(r.resource_id) + ', ' + when(r.start, r.end, zoneOf(r.resource_id));
+    const named = zonesMixed(state.mine.flatMap(itemResources));
+    const soonest = [...state.mine].sort((a, b) => Date.parse(a.start) - Date.parse(b.start) || (a.id < b.id ? -1 : 1));
+    for (const r of soonest) {
+      const what = namesOf(r) + ', ' + when(r.start, r.end, zoneOf(r.resource_id), named);
       const item = el('li', { 'data-id': r.id, 'data-status': r.status });
       const text = el('span', { class: 'what' }, what + ' · ');
       const moveButton = el('button', { type: 'button', class: 'move', text: 'Move', 'aria-label': 'Move ' + what, onclick: () => startMoving(r) });
@@ -618,10 +745,11 @@
     if (r.status !== 200) return;
     list.textContent = '';
     let shown = 0;
+    const named = zonesMixed(r.body.items.map((e) => e.resource_id));
     for (const e of r.body.items) {
       const id = e.id;
       const zone = zoneOf(e.resource_id);
-      const what = nameOf(e.resource_id) + ', ' + when(e.start, e.end, zone);
+      const what = nameOf(e.resource_id) + ', ' + when(e.start, e.end, zone, named);
       const before = state.waitStatus[id];
       state.waitStatus[id] = e.status;
       const item = el('li', { 'data-id': id, 'data-status': e.status });
@@ -697,8 +825,9 @@
       list.replaceChildren(el('li', { class: 'muted', text: 'Nothing sent yet.' }));
       return;
     }
+    $('deliveries-zone').textContent = 'Times in ' + zoneName(BROWSER_ZONE) + ', the zone of this browser.';
     list.replaceChildren(...log.body.items.map((a) => {
-      const time = (t) => fmt(Date.parse(t), undefined, { day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
+      const time = (t) => fmt(Date.parse(t), BROWSER_ZONE, { day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
       const accepted = a.status_code !== null && a.status_code >= 200 && a.status_code < 300;
       const answer = a.status_code !== null ? 'HTTP ' + a.status_code : 'no answer';
       let text = a.event_type + ' · try ' + a.attempt + (a.trigger === 'queue' ? '' : ' (' + a.trigger + ')') +
@@ -737,16 +866,23 @@
     }
   }
 
-  /** The settings form shows `resource` as read; not redrawn by the polling, so an
-   *  admin's edits stay until saved. */
+  /** "2 per day, 1 per 240 minutes" of the API's `limits`. */
+  function limitsText(limits) {
+    return (limits || []).map((l) => l.max + ' per ' + (l.window === 'rolling' ? l.rolling_minutes + ' minutes' : l.window)).join('\n');
+  }
+
+  /** The resource form shows `resource` as read; not redrawn by the polling, so an
+   *  admin's edits stay until saved, and not at all while it makes a new one. */
   function fillSettings(resource) {
-    if (!resource || state.settingsFor === resource.id) return;
+    if (!resource || state.settingsFor === resource.id || $('settings').dataset.mode === 'new') return;
     state.settingsFor = resource.id;
+    clearFieldErrors();
     const num = (v) => (v === null || v === undefined ? '' : String(v));
     $('set-name').value = resource.name;
     $('set-capacity').value = num(resource.capacity);
     $('set-zone').value = resource.time_zone || 'UTC';
     $('set-ttl').value = num(resource.hold_ttl_seconds);
+    $('set-offer-ttl').value = num(resource.offer_ttl_seconds);
     $('set-always-open').checked = !resource.schedule;
     const weekly = (resource.schedule && resource.schedule.weekly) || {};
     for (const day of WEEKDAYS) {
@@ -761,41 +897,201 @@
     $('set-advance').value = num(resource.max_advance_days);
     $('set-grid').value = num(resource.slot_minutes);
     $('set-default-duration').value = num(resource.default_duration_minutes);
+    $('set-cancel-notice').value = num(resource.cancel_notice_minutes);
+    $('set-reschedule-notice').value = num(resource.reschedule_notice_minutes);
+    $('set-max-reschedules').value = num(resource.max_reschedules);
+    $('set-max-hold').value = num(resource.max_hold_seconds);
+    $('set-limits').value = limitsText(resource.limits);
   }
 
-  /** The PATCH body of the settings form, or a sentence saying what does not read. */
-  function settingsBody() {
+  /** The form as a blank new resource (`mode` 'new'), or back to the chosen one. */
+  function settingsMode(mode) {
+    const form = $('settings');
+    form.dataset.mode = mode;
+    clearFieldErrors();
+    $('settings-title').textContent = mode === 'new' ? 'New resource' : 'This resource';
+    $('save-settings').textContent = mode === 'new' ? 'Create' : 'Save';
+    $('new-cancel').hidden = mode !== 'new';
+    $('archive').hidden = mode === 'new';
+    $('new-resource').hidden = mode === 'new';
+    if (mode === 'new') {
+      for (const input of form.querySelectorAll('input:not([type=checkbox]), textarea')) input.value = '';
+      $('set-capacity').value = '1';
+      $('set-zone').value = 'UTC';
+      $('set-ttl').value = '300';
+      $('set-always-open').checked = true;
+      for (const day of WEEKDAYS) $('set-hours-' + day).disabled = true;
+      $('set-name').focus();
+    } else {
+      state.settingsFor = '';
+      fillSettings(current());
+    }
+  }
+
+  /** The input an API field error names (`time_zone`, `schedule.weekly.tue[0]`,
+   *  `limits[1].max`). */
+  const FIELD_INPUTS = {
+    name: 'set-name', capacity: 'set-capacity', time_zone: 'set-zone', hold_ttl_seconds: 'set-ttl',
+    offer_ttl_seconds: 'set-offer-ttl', buffer_before_minutes: 'set-buffer-before',
+    buffer_after_minutes: 'set-buffer-after', min_notice_minutes: 'set-notice', max_advance_days: 'set-advance',
+    slot_minutes: 'set-grid', default_duration_minutes: 'set-default-duration',
+    cancel_notice_minutes: 'set-cancel-notice', reschedule_notice_minutes: 'set-reschedule-notice',
+    max_reschedules: 'set-max-reschedules', max_hold_seconds: 'set-max-hold', limits: 'set-limits',
+  };
+  function inputOfField(field) {
+    const head = String(field).split(/[.[]/)[0];
+    if (head === 'schedule') {
+      const day = /weekly\.(mon|tue|wed|thu|fri|sat|sun)/.exec(field);
+      if (day) return 'set-hours-' + day[1];
+      return /exceptions/.test(field) ? 'set-exceptions' : 'set-hours-mon';
+    }
+    return FIELD_INPUTS[head] || null;
+  }
+
+  /** What a field is called on the form: its label's words before any "(...)". */
+  function fieldWords(id) {
+    const label = $(id).closest('label');
+    const text = label ? label.firstChild.textContent : id;
+    return text.split('(')[0].split(',')[0].trim();
+  }
+
+  function clearFieldErrors() {
+    for (const input of $('settings').querySelectorAll('[aria-invalid]')) {
+      input.removeAttribute('aria-invalid');
+      input.removeAttribute('aria-describedby');
+    }
+    for (const note of $('settings').querySelectorAll('.field-error')) note.remove();
+  }
+
+  /** Shows `text` beside the input `id`, tied to it for a screen reader. */
+  function fieldError(id, text) {
+    const input = $(id);
+    let note = $('err-' + id);
+    if (!note) {
+      note = el('span', { class: 'field-error', id: 'err-' + id });
+      (input.closest('label') || input).after(note);
+    }
+    note.textContent = note.textContent ? note.textContent + '; ' + text : text;
+    input.setAttribute('aria-invalid', 'true');
+    input.setAttribute('aria-describedby', note.id);
+  }
+
+  /** Field errors beside their fields (each in words: the field's name, then what is
+   *  wrong), focus on the first; the rest, which no field owns, in the message line. */
+  function showFieldErrors(errors) {
+    clearFieldErrors();
+    const loose = [];
+    let first = null;
+    for (const e of errors) {
+      const id = e.id || inputOfField(e.field);
+      if (!id || !$(id)) {
+        loose.push(e.text || e.message);
+        continue;
+      }
+      fieldError(id, e.text || fieldWords(id) + ' ' + e.message);
+      first = first || id;
+    }
+    const fields = errors.length - loose.length;
+    say('Not saved: ' + [fields ? fields + (fields === 1 ? ' field to fix, shown beside it.' : ' fields to fix, each shown beside it.') : '']
+      .concat(loose).filter(Boolean).join(' '), 'error');
+    if (first) $(first).focus();
+  }
+
+  /** "2 per day" lines as the API's `limits`; `null` when a line does not read. */
+  function readLimits(text) {
+    const out = [];
+    for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
+      const m = /^(\d+)\s*(?:per|a|\/)\s*(?:(day|week|month)|(\d+)\s*min(?:ute)?s?)$/i.exec(line);
+      if (!m) return null;
+      out.push(m[2] ? { max: Number(m[1]), window: m[2].toLowerCase() } : { max: Number(m[1]), window: 'rolling', rolling_minutes: Number(m[3]) });
+    }
+    return out;
+  }
+
+  /** The body of the resource form for `POST` (new) or `PATCH`, or `{errors}` for
+   *  what does not read, each with the input it belongs to. */
+  function settingsBody(isNew) {
     const optional = (id) => ($(id).value.trim() === '' ? null : Number($(id).value));
+    const errors = [];
     const body = {
       name: $('set-name').value,
       capacity: Number($('set-capacity').value),
       time_zone: $('set-zone').value.trim() || 'UTC',
-      hold_ttl_seconds: Number($('set-ttl').value),
       buffer_before_minutes: Number($('set-buffer-before').value || 0),
       buffer_after_minutes: Number($('set-buffer-after').value || 0),
       min_notice_minutes: Number($('set-notice').value || 0),
       max_advance_days: optional('set-advance'),
       slot_minutes: optional('set-grid'),
       default_duration_minutes: optional('set-default-duration'),
+      cancel_notice_minutes: optional('set-cancel-notice'),
+      reschedule_notice_minutes: optional('set-reschedule-notice'),
+      max_reschedules: optional('set-max-reschedules'),
+      max_hold_seconds: optional('set-max-hold'),
       schedule: null,
     };
+    // The hold and offer times have no "none": empty keeps the service's default.
+    if (optional('set-ttl') !== null) body.hold_ttl_seconds = optional('set-ttl');
+    if (optional('set-offer-ttl') !== null) body.offer_ttl_seconds = optional('set-offer-ttl');
+    const limits = readLimits($('set-limits').value);
+    if (limits) body.limits = limits;
+    else errors.push({ id: 'set-limits', text: 'Booking limits: write each as 2 per day, 3 per week, 5 per month or 1 per 240 minutes.' });
     if (!$('set-always-open').checked) {
       const weekly = {};
       for (const [i, day] of WEEKDAYS.entries()) {
         const ranges = readRanges($('set-hours-' + day).value);
-        if (!ranges) return 'Opening hours on ' + DAY_NAMES[i] + ': write them as 09:00-17:00, or leave the day empty for closed.';
-        if (ranges.length) weekly[day] = ranges;
+        if (!ranges) errors.push({ id: 'set-hours-' + day, text: 'Opening hours on ' + DAY_NAMES[i] + ': write them as 09:00-17:00, or leave the day empty for closed.' });
+        else if (ranges.length) weekly[day] = ranges;
       }
       const exceptions = [];
       for (const line of $('set-exceptions').value.split('\n').map((l) => l.trim()).filter(Boolean)) {
         const m = /^(\d{4}-\d{2}-\d{2})\s+(.*)$/.exec(line);
         const hours = m && (/^closed$/i.test(m[2].trim()) ? [] : readRanges(m[2]));
-        if (!m || !hours) return 'Exception "' + line + '": write it as 2027-12-24 09:00-12:00, or 2027-12-25 closed.';
-        exceptions.push({ date: m[1], hours });
+        if (!m || !hours) errors.push({ id: 'set-exceptions', text: 'Exception "' + line + '": write it as 2027-12-24 09:00-12:00, or 2027-12-25 closed.' });
+        else exceptions.push({ date: m[1], hours });
       }
       body.schedule = { weekly, exceptions };
     }
-    return body;
+    if (isNew) {
+      // A new resource has no rule to clear: what is empty is left out.
+      for (const [k, v] of Object.entries(body)) if (v === null) delete body[k];
+      if (body.limits && !body.limits.length) delete body.limits;
+    }
+    return errors.length ? { errors } : body;
+  }
+
+  /** Saves the resource form: makes a new resource or changes the chosen one. */
+  async function saveSettings() {
+    const isNew = $('settings').dataset.mode === 'new';
+    const resource = current();
+    if (!isNew && !resource) return;
+    const body = settingsBody(isNew);
+    if (body.errors) {
+      showFieldErrors(body.errors);
+      return;
+    }
+    const r = isNew
+      ? await api('POST', 'v1/resources', body, true)
+      : await api('PATCH', 'v1/resources/' + resource.id, body, true);
+    if (r.status === 200 || r.status === 201) {
+      clearFieldErrors();
+      if (isNew) {
+        state.resourceId = r.body.id;
+        state.day = null;
+        $('settings').dataset.mode = 'edit';
+        settingsMode('edit');
+        say('Created ' + r.body.name + '.', 'ok');
+      } else {
+        say('Saved the settings of ' + r.body.name + '.', 'ok');
+        delete state.lengths[resource.id];
+      }
+      state.settingsFor = '';
+      await loadResources();
+    } else if (Array.isArray(r.body && r.body.errors) && r.body.errors.length) {
+      showFieldErrors(r.body.errors);
+    } else {
+      say('Not saved. ' + explain(r.body), 'error');
+    }
+    await refresh();
   }
 
   // ---- refresh -----------------------------------------------------------------
@@ -814,9 +1110,25 @@
     }
     if (!current() && state.resources.length) state.resourceId = state.resources[0].id;
     select.value = state.resourceId;
+    const pools = await api('GET', 'v1/pools?limit=100');
+    state.pools = pools.status === 200 ? pools.body.items : [];
     const resource = current();
     if (resource) fillLengths(resource);
+    fillTogether();
     if (state.admin) fillSettings(resource);
+  }
+
+  /** "Together with": every other resource, and every pool as "Any free one of …". */
+  function fillTogether() {
+    const select = $('with');
+    select.replaceChildren(el('option', { value: '', text: 'Nothing else' }),
+      ...state.resources.filter((r) => r.id !== state.resourceId).map((r) => el('option', { value: 'resource:' + r.id, text: r.name })),
+      ...state.pools.map((p) => el('option', { value: 'pool:' + p.id, text: 'Any free one of ' + p.name })));
+    if (!together() || state.with === 'resource:' + state.resourceId) state.with = '';
+    select.value = state.with;
+    // A weekly repeat books one resource: it waits while a booking is of several.
+    $('repeat-weekly').disabled = !!state.with;
+    $('repeat-alone').hidden = !state.with;
   }
 
   /** Reads everything shown, at most one refresh at a time (a second asks for another
@@ -881,17 +1193,28 @@
       const w = 'from=' + encodeURIComponent(from) + '&to=' + encodeURIComponent(to);
       const length = chosenLength(resource);
       const weekOffset = state.weekOffset;
-      const [a, s] = await Promise.all([
+      const withItem = together();
+      const withQuery = withItem ? (withItem.resource_id ? 'resource_id=' + withItem.resource_id : 'pool_id=' + withItem.pool_id) : '';
+      const [a, s, g] = await Promise.all([
         api('GET', 'v1/resources/' + resource.id + '/availability?' + w),
         api('GET', 'v1/resources/' + resource.id + '/slots?' + w + '&duration=PT' + length + 'M&unavailable=true'),
+        // Together: the starts at which the resource and the other (or some member of
+        // the pool) are all free, each under its own rules.
+        withItem
+          ? api('GET', 'v1/slots?resource_id=' + resource.id + '&' + withQuery + '&together=true&' + w + '&duration=PT' + length + 'M')
+          : Promise.resolve({ status: 200, body: null }),
       ]);
       // A read of what is no longer asked for (another resource, length or week) is
       // not drawn: the round that follows reads what is.
-      const still = current() === resource && chosenLength(resource) === length && state.weekOffset === weekOffset;
-      if (a.status === 200 && s.status === 200 && still) {
-        paint(resource, days, { week: weekOffset, taken: a.body.taken, slots: s.body.slots, unavailable: s.body.unavailable || [] });
+      const sameWith = JSON.stringify(together()) === JSON.stringify(withItem);
+      const still = current() === resource && chosenLength(resource) === length && state.weekOffset === weekOffset &&
+        !state.placing && sameWith;
+      if (a.status === 200 && s.status === 200 && g.status === 200 && still) {
+        const both = g.body ? new Set(g.body.slots.map((x) => Date.parse(x.start))) : null;
+        paint(resource, days, { week: weekOffset, taken: a.body.taken, slots: s.body.slots, unavailable: s.body.unavailable || [], together: both });
       } else if (a.status !== 200) say(explain(a.body), 'error');
       else if (s.status !== 200) say(explain(s.body), 'error');
+      else if (g.status !== 200) say(explain(g.body), 'error');
       await refreshBookings(resource);
     }
     await refreshDeliveries();
@@ -913,47 +1236,78 @@
 
   // ---- wiring ------------------------------------------------------------------
 
+  /** Signs in as `who`: a name is checked here first, by the API's own rule, so the
+   *  page never sends one the API refuses; then "Signed in" shows only once the API has
+   *  taken the name. */
   async function signIn(who) {
-    state.who = who.trim();
-    sessionStorage.setItem('who', state.who);
-    $('signed-in').textContent = state.who ? (IDENTITY === 'bearer' ? 'Token set.' : 'Signed in as ' + state.who + '.') : '';
-    $('app').hidden = !state.who;
-    if (!state.who) return;
+    const name = who.trim();
+    const problem = IDENTITY === 'bearer' ? (name ? null : 'Paste your access token first.') : nameProblem(name);
+    $('who').setAttribute('aria-invalid', String(!!problem));
+    if (problem) {
+      say(problem, 'error');
+      $('who').focus();
+      return;
+    }
+    state.who = name;
     // Only admins may list the webhooks: the answer says whether this is one.
     const probe = await api('GET', 'v1/webhooks?limit=1');
+    if (probe.status === 401 || probe.status === 0) {
+      state.who = '';
+      sessionStorage.removeItem('who');
+      $('signed-in').textContent = '';
+      $('app').hidden = true;
+      $('who').setAttribute('aria-invalid', 'true');
+      say('Not signed in. ' + explain(probe.body), 'error');
+      return;
+    }
+    sessionStorage.setItem('who', state.who);
+    $('signed-in').textContent = IDENTITY === 'bearer' ? 'Token set.' : 'Signed in as ' + state.who + '.';
+    $('app').hidden = false;
+    if (/^Type your name|^A name |^Not signed in/.test($('messages').textContent)) say('');
     state.admin = probe.status === 200;
     $('admin').hidden = !state.admin;
     state.settingsFor = '';
     await loadResources();
+    await placeAtFirstFree();
     await refresh();
   }
 
-  function chooseResource(id) {
+  async function chooseResource(id) {
     state.resourceId = id;
     sessionStorage.setItem('resource', id);
     state.weekOffset = 0;
     state.day = null;
+    state.stepped = false;
+    fillTogether();
     const resource = current();
     if (resource) fillLengths(resource);
     if (state.admin) fillSettings(resource);
+    await placeAtFirstFree();
   }
 
   function setup() {
     if (IDENTITY === 'bearer') {
       $('who-label').textContent = 'Access token';
+      $('who-hint').textContent = 'The token you signed in with elsewhere.';
       $('who').type = 'password';
       $('who').autocomplete = 'off';
     }
     buildHours();
     $('identity').addEventListener('submit', (e) => { e.preventDefault(); signIn($('who').value); });
-    $('resource').addEventListener('change', (e) => { chooseResource(e.target.value); refresh(); });
-    $('duration').addEventListener('change', (e) => {
+    $('resource').addEventListener('change', async (e) => { await chooseResource(e.target.value); refresh(); });
+    $('with').addEventListener('change', (e) => { state.with = e.target.value; fillTogether(); refresh(); });
+    $('duration').addEventListener('change', async (e) => {
       const resource = current();
       if (resource) state.lengths[resource.id] = Number(e.target.value);
+      // Another length may first fit later: the first view follows it until the
+      // person steps to a week of their own.
+      if (!state.stepped) await placeAtFirstFree();
       refresh();
     });
-    $('week-prev').addEventListener('click', () => { state.weekOffset--; state.day = null; refresh(); });
-    $('week-next').addEventListener('click', () => { state.weekOffset++; state.day = null; refresh(); });
+    // A step to another week is the person's: it ends any placing under way.
+    const step = (by) => { state.placing = null; state.stepped = true; state.weekOffset += by; state.day = null; refresh(); };
+    $('week-prev').addEventListener('click', () => step(-1));
+    $('week-next').addEventListener('click', () => step(1));
     $('refresh').addEventListener('click', () => refresh());
     $('confirm').addEventListener('click', () => confirmReservation(state.holdId));
     for (let weeks = 2; weeks <= 12; weeks++) {
@@ -967,42 +1321,9 @@
     $('set-always-open').addEventListener('change', (e) => {
       for (const day of WEEKDAYS) $('set-hours-' + day).disabled = e.target.checked;
     });
-    $('settings').addEventListener('submit', async (e) => {
-      e.preventDefault();
-      const resource = current();
-      if (!resource) return;
-      const body = settingsBody();
-      if (typeof body === 'string') {
-        say(body, 'error');
-        return;
-      }
-      const r = await api('PATCH', 'v1/resources/' + resource.id, body, true);
-      if (r.status === 200) {
-        say('Saved the settings of ' + r.body.name + '.', 'ok');
-        state.settingsFor = '';
-        delete state.lengths[resource.id];
-        await loadResources();
-      } else {
-        say('Not saved. ' + explain(r.body), 'error');
-      }
-      await refresh();
-    });
-    $('new-resource').addEventListener('submit', async (e) => {
-      e.preventDefault();
-      const body = { name: $('new-name').value, capacity: Number($('new-capacity').value), hold_ttl_seconds: Number($('new-ttl').value) };
-      if ($('new-zone').value.trim()) body.time_zone = $('new-zone').value.trim();
-      const r = await api('POST', 'v1/resources', body, true);
-      if (r.status === 201) {
-        state.resourceId = r.body.id;
-        state.day = null;
-        say('Created ' + r.body.name + '.', 'ok');
-        $('new-name').value = '';
-        await loadResources();
-      } else {
-        say(explain(r.body), 'error');
-      }
-      await refresh();
-    });
+    $('settings').addEventListener('submit', (e) => { e.preventDefault(); saveSettings(); });
+    $('new-resource').addEventListener('click', () => settingsMode('new'));
+    $('new-cancel').addEventListener('click', () => { settingsMode('edit'); $('new-resource').focus(); });
     $('archive').addEventListener('click', async () => {
       const resource = current();
       if (!resource) return;

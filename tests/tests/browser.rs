@@ -293,6 +293,13 @@ impl Browser {
     /// `who`, picks `resource` and shows next week (every hour of it lies ahead, whenever
     /// the test runs).
     async fn open(&self, app: &TestApp, path: &str, who: &str, resource: Uuid) {
+        self.sign_in(app, path, who, resource).await;
+        self.go_to_week(resource, 1).await;
+    }
+
+    /// Opens the page at `path`, signs in as `who` and picks `resource`; returns once the
+    /// calendar shows it, at the week the page opens on.
+    async fn sign_in(&self, app: &TestApp, path: &str, who: &str, resource: Uuid) {
         self.goto(&app.url(path)).await;
         self.type_into("#who", who).await;
         self.click("#sign-in").await;
@@ -306,8 +313,44 @@ impl Browser {
             json!([resource]),
         )
         .await;
-        self.click("#week-next").await;
-        self.wait_for_week(resource, 1).await;
+        self.wait_for(
+            &format!("{resource} painted"),
+            &format!("document.getElementById('calendar').dataset.resource === '{resource}'"),
+        )
+        .await;
+    }
+
+    /// Steps the calendar of `resource` from the week it shows to `week` (0 = this one).
+    async fn go_to_week(&self, resource: Uuid, week: i64) {
+        loop {
+            let shown = self.js("return Number(document.getElementById('calendar').dataset.week)", json!([])).await;
+            let shown = shown.as_i64().expect("a week shown");
+            if shown == week {
+                break;
+            }
+            self.click(if shown < week { "#week-next" } else { "#week-prev" }).await;
+            let next = if shown < week { shown + 1 } else { shown - 1 };
+            self.wait_for_week(resource, next as u8).await;
+        }
+        self.wait_for_week(resource, week as u8).await;
+    }
+
+    /// From now on, every document this browser opens reads the time as `now` plus the
+    /// time passed since this call (the service's own clock is the test's ManualClock).
+    async fn set_clock(&self, now: chrono::DateTime<chrono::Utc>) {
+        let source = format!(
+            "(() => {{ const shift = {} - {}; const Real = Date; \
+               class Shifted extends Real {{ constructor(...a) {{ if (a.length) super(...a); else super(Real.now() + shift); }} \
+                 static now() {{ return Real.now() + shift; }} }} \
+               window.Date = Shifted; }})();",
+            now.timestamp_millis(),
+            chrono::Utc::now().timestamp_millis()
+        );
+        self.post(
+            "/goog/cdp/execute",
+            json!({"cmd": "Page.addScriptToEvaluateOnNewDocument", "params": {"source": source}}),
+        )
+        .await;
     }
 
     /// Waits until the calendar shows `resource` in `week` (0 = this one) in colour.
@@ -367,11 +410,14 @@ impl Browser {
 
     /// axe-core's serious and critical findings on the page as it is, one line each:
     /// the rule, then the elements that break it. axe-core is injected into the page
-    /// from the cache `axe_core` fills.
+    /// from the cache `axe_core` fills. Besides its default rules it runs
+    /// label-content-name-mismatch (WCAG 2.5.3, Label in Name), which axe 4 ships as
+    /// experimental and off: a control's visible words must be part of its name.
     async fn accessibility_findings(&self) -> Vec<String> {
         self.js(&format!("{}\nreturn typeof axe === 'object';", axe_core()), json!([])).await;
         let script = "const done = arguments[arguments.length - 1]; \
-            axe.run(document, {resultTypes: ['violations']}).then((r) => done(r.violations \
+            axe.run(document, {resultTypes: ['violations'], rules: {'label-content-name-mismatch': {enabled: true}}}) \
+              .then((r) => done(r.violations \
               .filter((v) => v.impact === 'serious' || v.impact === 'critical') \
               .map((v) => v.id + ' (' + v.impact + '): ' + v.nodes.map((n) => n.target.join(' ')).join(', ')))) \
               .catch((e) => done(['axe failed: ' + e]));";
@@ -382,6 +428,20 @@ impl Browser {
             .iter()
             .map(|f| f.as_str().unwrap_or_default().to_string())
             .collect()
+    }
+
+    /// The accessible name of the element, as the browser computes it for a screen
+    /// reader (WebDriver's Get Computed Label).
+    async fn accessible_name(&self, css: &str) -> String {
+        let id = self.element(css).await;
+        let url = format!("{}/element/{id}/computedlabel", self.session);
+        call(&self.http, reqwest::Method::GET, &url, None).await.as_str().unwrap_or_default().to_string()
+    }
+
+    /// Fails on any serious or critical axe-core finding, naming the view.
+    async fn assert_accessible(&self, view: &str) {
+        let findings = self.accessibility_findings().await;
+        assert!(findings.is_empty(), "{view}: axe-core's serious and critical findings: {findings:#?}");
     }
 
     async fn screenshot(&self, name: &str) {
@@ -486,6 +546,12 @@ fn base64_decode(text: &str) -> Vec<u8> {
         out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
     }
     out
+}
+
+/// How many resources named `name` exist (asked of the API, not the page).
+async fn resources_named(app: &TestApp, name: &str) -> usize {
+    let (_, list) = send(app.get("admin", "/v1/resources?limit=100")).await;
+    list["items"].as_array().unwrap().iter().filter(|r| r["name"] == name).count()
 }
 
 /// The reservations of `resource` as stored: (owner, status, local start in `zone`).
@@ -717,10 +783,11 @@ async fn an_admin_creates_a_resource_cancels_a_booking_of_it_and_archives_it() {
     page.open(&app, "/", "admin", lobby).await;
 
     page.click("#admin summary").await;
-    page.type_into("#new-name", "Studio").await;
-    page.type_into("#new-capacity", "2").await;
-    page.type_into("#new-zone", "America/New_York").await;
-    page.click("#create-resource").await;
+    page.click("#new-resource").await;
+    page.type_into("#set-name", "Studio").await;
+    page.type_into("#set-capacity", "2").await;
+    page.type_into("#set-zone", "America/New_York").await;
+    page.click("#save-settings").await;
     page.wait_for(
         "the new resource chosen",
         "document.querySelector('#resource option:checked')?.textContent === 'Studio (2 places)'",
@@ -896,15 +963,9 @@ async fn on_a_wide_screen_a_person_books_half_past_nine_in_the_week_and_moves_it
     page.click("#confirm").await;
     page.wait_for_slot(1, "09:30", "mine").await;
     page.wait_for_slot(1, "10:00", "buffer").await;
+    // The name a screen reader gets, as the browser computes it.
     assert!(
-        page.js(
-            &format!("return document.querySelector('{}').getAttribute('aria-label')", slot(1, "10:00")),
-            json!([])
-        )
-        .await
-        .as_str()
-        .unwrap()
-        .ends_with("kept free around a booking"),
+        page.accessible_name(&slot(1, "10:00")).await.ends_with("kept free around a booking"),
         "the reason is in words for a screen reader too"
     );
     page.screenshot("desktop.png").await;
@@ -1082,6 +1143,8 @@ async fn an_admin_reads_an_endpoints_recent_deliveries_accepted_and_failed_in_th
     let accepted = page.text("#deliveries li").await;
     assert!(accepted.contains("reservation.held · try 1") && accepted.contains("HTTP 204"), "{accepted}");
     assert!(accepted.contains("accepted"), "{accepted}");
+    let zone = page.text("#deliveries-zone").await;
+    assert!(zone.contains("the zone of this browser"), "the log's times name their zone: {zone:?}");
 
     choose(&refusing).await;
     page.wait_for("the failed delivery", "document.querySelector('#deliveries li[data-outcome=failed]')").await;
@@ -1090,4 +1153,390 @@ async fn an_admin_reads_an_endpoints_recent_deliveries_accepted_and_failed_in_th
     assert!(failed.contains("next try"), "the queue tries again: {failed}");
     let findings = page.accessibility_findings().await;
     assert!(findings.is_empty(), "{findings:#?}");
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn a_person_named_with_a_space_or_an_accent_signs_in_and_books_on_a_phone_and_a_wide_screen() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let zone = "Europe/Berlin";
+    let room = app.resource_with(json!({"name": "Room 101", "capacity": 2, "time_zone": zone})).await;
+    let phone = driver.phone().await;
+    let desk = driver.browser().await;
+    for (page, name) in [(&phone, "Bob Smith"), (&desk, "José")] {
+        page.open(&app, "/", name, room).await;
+        assert_eq!(page.text("#signed-in").await, format!("Signed in as {name}."));
+        let said = page.message().await;
+        assert!(!said.contains("Sign in"), "signed in, and nothing says otherwise: {said}");
+        if page.shown("#day-2").await {
+            page.click("#day-2").await;
+        }
+        page.click(&cell(2, 10)).await;
+        page.wait_for_cell(2, 10, "mine-held").await;
+        page.click("#confirm").await;
+        page.wait_for_cell(2, 10, "mine").await;
+        page.wait_for("the booking in my list", "document.querySelector('#mine li[data-status=CONFIRMED]')").await;
+    }
+    let owners: Vec<String> = stored(&app, room, zone).await.into_iter().map(|(owner, ..)| owner).collect();
+    assert_eq!(owners, ["Bob Smith", "José"], "each booking is its person's, by the name they typed");
+
+    // A name the API would refuse is explained before anything is sent.
+    let fresh = driver.browser().await;
+    fresh.goto(&app.url("/")).await;
+    for (typed, says) in [("x".repeat(256), "at most 255 characters")] {
+        fresh.type_into("#who", &typed).await;
+        fresh.click("#sign-in").await;
+        fresh
+            .wait_for("a reason", &format!("document.getElementById('messages').textContent.includes('{says}')"))
+            .await;
+        assert_eq!(fresh.text("#signed-in").await, "", "not signed in");
+        assert!(!fresh.shown("#app").await, "nothing to book until a name is taken");
+        let invalid = fresh.js("return document.getElementById('who').getAttribute('aria-invalid')", json!([])).await;
+        assert_eq!(invalid, "true");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn every_view_passes_axe_core_on_a_phone_and_a_wide_screen_and_a_slot_is_read_as_its_time_and_state() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let chair = salon_chair(&app).await;
+    for (page, device) in [(driver.phone().await, "phone"), (driver.browser().await, "wide screen")] {
+        page.goto(&app.url("/")).await;
+        page.assert_accessible(&format!("{device}, signed out")).await;
+        page.open(&app, "/", "admin", chair).await;
+        page.assert_accessible(&format!("{device}, the resource list and the week")).await;
+        if page.shown("#day-1").await {
+            let day = page.accessible_name("#day-1").await;
+            assert!(day.starts_with("Tue") && day.contains("Tuesday"), "a day reads as its day: {day:?}");
+            page.click("#day-1").await;
+        }
+        let free = page.accessible_name(&slot(1, "09:30")).await;
+        assert!(free.starts_with("09:30 Free"), "{device}: a slot reads as its time, then its state: {free:?}");
+        assert!(free.contains("Tuesday") && free.contains("10:00"), "then its day and its end: {free:?}");
+        page.click(&slot(1, "09:30")).await;
+        page.wait_for_slot(1, "09:30", "mine-held").await;
+        page.wait_for("the hold sheet", "!document.getElementById('hold').hidden").await;
+        let held = page.accessible_name(&slot(1, "09:30")).await;
+        assert!(held.starts_with("09:30 Your hold"), "{device}: {held:?}");
+        page.assert_accessible(&format!("{device}, the hold sheet")).await;
+        page.click("#confirm").await;
+        page.wait_for_slot(1, "09:30", "mine").await;
+        page.wait_for("the booking in my list", "document.querySelector('#mine li[data-status=CONFIRMED]')").await;
+        page.assert_accessible(&format!("{device}, my reservations")).await;
+        page.click("#admin summary").await;
+        page.wait_for("the admin panel open", "document.getElementById('admin').open").await;
+        page.wait_for("its bookings", "document.querySelector('#bookings li[data-id]')").await;
+        page.assert_accessible(&format!("{device}, the admin panel")).await;
+        page.click("#mine li[data-status=CONFIRMED] button.cancel").await;
+        page.wait_for_slot(1, "09:30", "free").await;
+    }
+}
+
+/// A confirmed booking of `who` on `resource` over `[start, start + 1 h)`, made beside the
+/// page.
+async fn booked(app: &TestApp, who: &str, resource: Uuid, start: chrono::DateTime<chrono::Utc>) -> String {
+    let end = start + chrono::Duration::hours(1);
+    let body = json!({"resource_id": resource, "start": start.to_rfc3339(), "end": end.to_rfc3339(), "confirm": true});
+    let (status, made) = send(app.post(who, "/v1/reservations", &body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    made["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn my_reservations_in_two_zones_are_in_the_order_they_happen_and_each_names_its_zone() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let new_york = app.resource_with(json!({"name": "Salon chair", "time_zone": "America/New_York"})).await;
+    let berlin = app.resource_with(json!({"name": "Studio", "time_zone": "Europe/Berlin"})).await;
+    let soon = chrono::Utc::now().date_naive().and_hms_opt(15, 0, 0).unwrap().and_utc() + chrono::Duration::days(8);
+    // Made first but happening last; the API lists the newest first.
+    let last = booked(&app, "alice", new_york, soon + chrono::Duration::days(2)).await;
+    let first = booked(&app, "alice", berlin, soon).await;
+    let middle = booked(&app, "alice", new_york, soon + chrono::Duration::days(1)).await;
+    for page in [driver.phone().await, driver.browser().await] {
+        page.open(&app, "/", "alice", berlin).await;
+        page.wait_for("three bookings in my list", "document.querySelectorAll('#mine li[data-id]').length === 3").await;
+        let order = page
+            .js("return [...document.querySelectorAll('#mine li[data-id]')].map((li) => li.dataset.id)", json!([]))
+            .await;
+        assert_eq!(order, json!([first, middle, last]), "by start, soonest first");
+        let studio = page.text(&format!("#mine li[data-id=\"{first}\"] .what")).await;
+        assert!(
+            studio.contains("Studio") && studio.contains("Berlin"),
+            "the list mixes zones, so each names its own: {studio}"
+        );
+        let chair = page.text(&format!("#mine li[data-id=\"{last}\"] .what")).await;
+        assert!(chair.contains("New York"), "{chair}");
+        assert!(
+            page.text(&format!("#mine li[data-id=\"{last}\"] .what")).await.contains("10:00"),
+            "in the chair's own zone: {chair}"
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn a_button_past_its_deadline_looks_disabled_and_its_reason_is_read_with_it() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let room = app
+        .resource_with(json!({"name": "Studio", "time_zone": "Europe/Berlin", "cancel_notice_minutes": 525600,
+                              "reschedule_notice_minutes": 525600}))
+        .await;
+    let soon = chrono::Utc::now().date_naive().and_hms_opt(9, 0, 0).unwrap().and_utc() + chrono::Duration::days(8);
+    let id = booked(&app, "alice", room, soon).await;
+    for page in [driver.phone().await, driver.browser().await] {
+        page.open(&app, "/", "alice", room).await;
+        let cancel = format!("#mine li[data-id=\"{id}\"] button.cancel");
+        page.element(&cancel).await;
+        let look = |css: &str| {
+            format!(
+                "const s = getComputedStyle(document.querySelector({})); return [s.backgroundColor, s.color, s.borderStyle, s.cursor];",
+                serde_json::to_string(css).unwrap()
+            )
+        };
+        let disabled = page.js(&look(&cancel), json!([])).await;
+        let enabled = page.js(&look("#refresh"), json!([])).await;
+        assert_ne!(disabled[0], enabled[0], "another background than an enabled button's: {disabled} {enabled}");
+        assert_ne!(disabled[1], enabled[1], "another ink: {disabled} {enabled}");
+        assert_eq!(disabled[2], "dashed", "a dashed border, seen without colour: {disabled}");
+        assert_eq!(disabled[3], "not-allowed");
+        let described = page
+            .js(
+                "const b = document.querySelector(arguments[0]); \
+                 return document.getElementById(b.getAttribute('aria-describedby')).textContent",
+                json!([cancel]),
+            )
+            .await;
+        assert!(
+            described.as_str().unwrap().contains("cancelling closed"),
+            "the reason is read with the button: {described}"
+        );
+        page.assert_accessible("a booking past its deadlines").await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn on_a_sunday_evening_the_page_opens_at_the_first_time_that_can_be_booked_with_no_past_rows_before_it() {
+    let driver = Chromedriver::start().await;
+    // Sunday 14 March 2027, 18:40 in Berlin (CET); 12:40 in New York.
+    let sunday = chrono::DateTime::parse_from_rfc3339("2027-03-14T18:40:00+01:00").unwrap().to_utc();
+    let app = TestApp::spawn_with_clock(std::sync::Arc::new(shared::clock::ManualClock::new(sunday))).await;
+    let day = json!([["09:00", "20:00"]]);
+    let desk = app
+        .resource_with(json!({
+            "name": "Late desk", "time_zone": "Europe/Berlin", "slot_minutes": 30,
+            "schedule": {"weekly": {"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day},
+                         "exceptions": []},
+        }))
+        .await;
+    let chair = salon_chair(&app).await;
+    let times = |day: u8| {
+        format!(
+            "return [...document.querySelectorAll('#calendar button[data-day=\"{day}\"]')].map((b) => b.dataset.time + ' ' + b.dataset.state)"
+        )
+    };
+    for page in [driver.phone().await, driver.browser().await] {
+        page.set_clock(sunday).await;
+        page.sign_in(&app, "/", "alice", desk).await;
+        let d = "document.getElementById('calendar').dataset";
+        assert_eq!(page.js(&format!("return [{d}.week, {d}.day]"), json!([])).await, json!(["0", "6"]), "this Sunday");
+        assert_eq!(
+            page.js(&times(6), json!([])).await,
+            json!(["19:00 free", "19:30 free"]),
+            "the first time that can be booked comes first: no row of the day before it is drawn"
+        );
+        let past_rows = page
+            .js("return [...document.querySelectorAll('#calendar button[data-state=past]')].filter((b) => b.dataset.time < '19:00').length", json!([]))
+            .await;
+        assert_eq!(past_rows, 0, "no past row before the first free time on any day");
+
+        // The salon chair is closed at weekends: it opens on next week's Monday.
+        page.js(
+            "const s = document.getElementById('resource'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+            json!([chair]),
+        )
+        .await;
+        page.wait_for_week(chair, 1).await;
+        assert_eq!(page.js(&format!("return {d}.day"), json!([])).await, "0", "Monday");
+        let monday = page.js(&times(0), json!([])).await;
+        assert_eq!(monday[0], "09:00 free", "{monday}");
+        page.assert_accessible("the first view").await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn an_admin_makes_a_resource_with_every_setting_in_one_form_and_reads_each_error_beside_its_field() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let room = app.resource_with(json!({"name": "Room 101"})).await;
+    for (page, name) in [(driver.phone().await, "Chair one"), (driver.browser().await, "Chair two")] {
+        page.open(&app, "/", "admin", room).await;
+        page.click("#admin summary").await;
+        page.click("#new-resource").await;
+        page.wait_for("a blank form", "document.getElementById('settings').dataset.mode === 'new'").await;
+        assert_eq!(page.text("#settings-title").await, "New resource");
+        page.type_into("#set-name", name).await;
+        page.type_into("#set-capacity", "2").await;
+        page.type_into("#set-zone", "Mars/Olympus").await;
+        page.click("#set-always-open").await;
+        page.type_into("#set-hours-tue", "09:00-12:00").await;
+        page.type_into("#set-grid", "30").await;
+        page.type_into("#set-buffer-after", "10").await;
+        page.type_into("#set-cancel-notice", "60").await;
+        page.type_into("#set-reschedule-notice", "120").await;
+        page.type_into("#set-limits", "2 per day").await;
+        page.type_into("#set-notice", "-5").await;
+        page.click("#save-settings").await;
+
+        page.wait_for("the zone marked", "document.getElementById('set-zone').getAttribute('aria-invalid') === 'true'")
+            .await;
+        let beside = |id: &str| {
+            format!(
+                "const i = document.getElementById('{id}'); \
+                 return (i.getAttribute('aria-describedby') || '').split(' ').map((d) => document.getElementById(d)?.textContent || '').join(' ')"
+            )
+        };
+        let zone_error = page.js(&beside("set-zone"), json!([])).await;
+        assert!(
+            zone_error.as_str().unwrap().contains("Time zone must be an IANA time zone name"),
+            "the zone's error is beside it, in words: {zone_error}"
+        );
+        let notice_error = page.js(&beside("set-notice"), json!([])).await;
+        assert!(notice_error.as_str().unwrap().starts_with("Notice"), "every bad field has its own: {notice_error}");
+        let said = page.message().await;
+        assert!(!said.contains("See errors for each field") && !said.contains("time_zone"), "no API words: {said}");
+        let focused = page.js("return document.activeElement.id", json!([])).await;
+        assert_eq!(focused, "set-zone", "focus on the first field to fix");
+        assert_eq!(resources_named(&app, name).await, 0, "nothing made");
+
+        page.type_into("#set-zone", "Europe/Berlin").await;
+        page.type_into("#set-notice", "0").await;
+        page.click("#save-settings").await;
+        page.wait_for("made", &format!("document.getElementById('messages').textContent.startsWith('Created {name}')"))
+            .await;
+        let invalid =
+            page.js("return document.querySelectorAll('#settings [aria-invalid=true]').length", json!([])).await;
+        assert_eq!(invalid, 0, "the errors are gone");
+        let id = page.js("return document.getElementById('resource').value", json!([])).await;
+        let (_, made) = send(app.get("admin", &format!("/v1/resources/{}", id.as_str().unwrap()))).await;
+        assert_eq!(made["name"], name);
+        assert_eq!(made["capacity"], 2);
+        assert_eq!(made["time_zone"], "Europe/Berlin");
+        assert_eq!(made["schedule"]["weekly"]["tue"], json!([["09:00", "12:00"]]));
+        assert_eq!((made["slot_minutes"].clone(), made["buffer_after_minutes"].clone()), (json!(30), json!(10)));
+        assert_eq!(made["cancel_notice_minutes"], 60);
+        assert_eq!(made["reschedule_notice_minutes"], 120);
+        assert_eq!(made["limits"], json!([{"max": 2, "window": "day"}]));
+        assert_eq!(page.text("#settings-title").await, "This resource", "the form now edits what it made");
+        page.assert_accessible("the resource form").await;
+    }
+}
+
+/// A pool of `members` made by the admin ("any free one of them"); returns its id.
+async fn pool_of(app: &TestApp, name: &str, members: &[Uuid]) -> Uuid {
+    let (status, made) =
+        send(app.post("admin", "/v1/pools", &json!({"name": name, "resource_ids": members, "strategy": "ordered"})))
+            .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    made["id"].as_str().unwrap().parse().unwrap()
+}
+
+/// Each booking of `who` as stored: the names of its resources, with its local start.
+async fn bookings_of(app: &TestApp, who: &str) -> Vec<(String, String)> {
+    app.db()
+        .await
+        .query(
+            "SELECT string_agg(s.name, ' + ' ORDER BY s.name), min(to_char(r.starts_at AT TIME ZONE s.time_zone, 'Dy HH24:MI')) \
+             FROM reservations r JOIN resources s ON s.id = r.resource_id \
+             WHERE r.owner = $1 AND r.status = 'CONFIRMED' GROUP BY r.booking_id ORDER BY 2",
+            &[&who],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn a_person_books_a_chair_and_a_room_together_and_sees_only_the_times_both_are_free() {
+    let driver = Chromedriver::start().await;
+    let app = TestApp::spawn().await;
+    let zone = "America/New_York";
+    let chair = salon_chair(&app).await;
+    let room = app.resource_with(json!({"name": "Back room", "time_zone": zone})).await;
+    let weekdays = json!([["09:00", "17:00"]]);
+    let second = app
+        .resource_with(json!({"name": "Window chair", "time_zone": zone, "slot_minutes": 30,
+            "schedule": {"weekly": {"mon": weekdays, "tue": weekdays, "wed": weekdays, "thu": weekdays, "fri": weekdays},
+                         "exceptions": []}}))
+        .await;
+    let chairs = pool_of(&app, "Chairs", &[second, chair]).await;
+
+    // Alice, on a phone: the salon chair together with the back room, which Bob has
+    // booked on Tuesday from 10:00 to 11:00.
+    let phone = driver.phone().await;
+    phone.open(&app, "/", "alice", chair).await;
+    let (start, end) = (
+        phone.js(&format!("return document.querySelector('{}').dataset.start", slot(1, "10:00")), json!([])).await,
+        phone.js(&format!("return document.querySelector('{}').dataset.start", slot(1, "11:00")), json!([])).await,
+    );
+    let body = json!({"resource_id": room, "start": start, "end": end, "confirm": true});
+    assert_eq!(send(app.post("bob", "/v1/reservations", &body)).await.0, StatusCode::CREATED);
+    phone
+        .js(
+            "const s = document.getElementById('with'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+            json!([format!("resource:{room}")]),
+        )
+        .await;
+    phone.click("#day-1").await;
+    phone.wait_for_slot(1, "10:00", "apart").await;
+    assert_eq!(phone.slot_state(1, "10:30").await, "apart", "the room is booked then");
+    assert_eq!(phone.slot_state(1, "11:00").await, "free", "both are free again");
+    let said = phone.accessible_name(&slot(1, "10:00")).await;
+    assert!(said.contains("Back room"), "says which one is not free: {said}");
+    phone.click(&slot(1, "09:30")).await;
+    phone.wait_for_slot(1, "09:30", "mine-held").await;
+    phone.wait_for("the hold sheet", "!document.getElementById('hold').hidden").await;
+    let sheet = phone.text("#hold-what").await;
+    assert!(sheet.contains("Salon chair") && sheet.contains("Back room"), "the sheet names both: {sheet}");
+    phone.assert_accessible("a hold of two").await;
+    phone.click("#confirm").await;
+    phone.wait_for("the booking in my list", "document.querySelector('#mine li[data-status=CONFIRMED]')").await;
+    let listed = phone.text("#mine li[data-status=CONFIRMED] .what").await;
+    assert!(listed.contains("Salon chair") && listed.contains("Back room"), "my list names both: {listed}");
+    assert_eq!(
+        bookings_of(&app, "alice").await,
+        vec![("Back room + Salon chair".to_string(), "Tue 09:30".to_string())]
+    );
+
+    // Carol, on a wide screen: the back room and any free chair.
+    let desk = driver.browser().await;
+    desk.open(&app, "/", "carol", room).await;
+    desk.js(
+        "const s = document.getElementById('with'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+        json!([format!("pool:{chairs}")]),
+    )
+    .await;
+    desk.wait_for_cell(5, 10, "apart").await; // Saturday: every chair is closed
+    desk.wait_for_cell(2, 14, "free").await;
+    desk.click(&cell(2, 14)).await;
+    desk.wait_for_cell(2, 14, "mine-held").await;
+    desk.click("#confirm").await;
+    desk.wait_for("the booking in my list", "document.querySelector('#mine li[data-status=CONFIRMED]')").await;
+    let listed = desk.text("#mine li[data-status=CONFIRMED] .what").await;
+    assert!(listed.contains("Back room") && listed.contains("Window chair"), "the chair picked is named: {listed}");
+    assert_eq!(
+        bookings_of(&app, "carol").await,
+        vec![("Back room + Window chair".to_string(), "Wed 14:00".to_string())]
+    );
+    desk.assert_accessible("together with a pool").await;
 }

@@ -36,15 +36,35 @@ fn identify(req: &Request, config: &Config) -> Result<Principal, ApiError> {
         }
         AuthMode::Header => {
             let raw = req.headers().get("x-principal").ok_or_else(unauthenticated)?;
-            let id = raw.to_str().map_err(|_| unauthenticated())?;
-            let valid =
-                (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._@:-".contains(&b));
-            if !valid {
-                return Err(unauthenticated());
-            }
-            Ok(Principal { id: id.to_string(), admin: config.is_admin(id) })
+            let id = principal_header(raw.as_bytes()).ok_or_else(unauthenticated)?;
+            let admin = config.is_admin(&id);
+            Ok(Principal { id, admin })
         }
     }
+}
+
+/// The name an `X-Principal` header carries: a header is ASCII, so a name is sent as its
+/// UTF-8 bytes percent-encoded (RFC 3986 §2.1; what JavaScript's `encodeURIComponent`
+/// writes). Unescaped may stay only `A-Za-z0-9` and `-._~!*'()@:` (the characters the
+/// header accepted before, RFC 3986's unreserved ones and those `encodeURIComponent`
+/// leaves as they are), so every name valid before means itself. The decoded name is a
+/// principal id as an `owner` field takes it (1 to 255 characters, no control
+/// character) with no white space at either end, so "Bob Smith " cannot pass for
+/// "Bob Smith". `None`: not a name.
+fn principal_header(raw: &[u8]) -> Option<String> {
+    let hex = |b: u8| char::from(b).to_digit(16).map(|d| d as u8);
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut rest = raw.iter().copied();
+    while let Some(b) = rest.next() {
+        match b {
+            b'%' => bytes.push(hex(rest.next()?)? << 4 | hex(rest.next()?)?),
+            b if b.is_ascii_alphanumeric() || b"-._~!*'()@:".contains(&b) => bytes.push(b),
+            _ => return None,
+        }
+    }
+    let name = String::from_utf8(bytes).ok()?;
+    let trimmed = name.trim() == name;
+    super::fields::principal_name(&name).ok().filter(|_| trimmed)
 }
 
 /// A strong entity tag (RFC 9110 §8.8.3) for a representation: a hash of its bytes,
@@ -215,6 +235,33 @@ pub fn scope(req: &Request) -> Result<crate::booking::Scope, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_principal_header_is_a_percent_encoded_utf8_name() {
+        assert_eq!(principal_header(b"alice").as_deref(), Some("alice"));
+        assert_eq!(principal_header(b"svc:worker@example.com").as_deref(), Some("svc:worker@example.com"));
+        assert_eq!(principal_header(b"Bob%20Smith").as_deref(), Some("Bob Smith"));
+        assert_eq!(principal_header(b"Jos%c3%a9").as_deref(), Some("José"), "hex digits in either case");
+        assert_eq!(principal_header(b"O'Brien(2)").as_deref(), Some("O'Brien(2)"));
+        assert_eq!(principal_header(b"100%25").as_deref(), Some("100%"));
+        for refused in [
+            &b"Bob Smith"[..],
+            b"Jos\xc3\xa9",
+            b"Jos%C3",
+            b"Jos%E9",
+            b"50%",
+            b"%G0",
+            b"a%0Ab",
+            b"%20",
+            b"%20bob",
+            b"bob%09",
+            b"",
+        ] {
+            assert_eq!(principal_header(refused), None, "{}", String::from_utf8_lossy(refused));
+        }
+        assert!(principal_header("a".repeat(255).as_bytes()).is_some());
+        assert!(principal_header("a".repeat(256).as_bytes()).is_none());
+    }
 
     #[test]
     fn if_none_match_names_the_tag_weakly_or_with_a_star() {

@@ -27,6 +27,7 @@ mod migrations_on_deploy;
 mod openapi;
 mod outbox;
 mod policies;
+mod principals;
 mod schema;
 mod series;
 mod startup_errors;
