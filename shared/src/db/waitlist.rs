@@ -86,17 +86,28 @@ pub const ACTIVE_FOR_RANGE: &str = r#"
     WHERE resource_id = $1 AND owner = $2 AND starts_at = $3 AND ends_at = $4
       AND status IN ('WAITING', 'OFFERED')"#;
 
+/// The FIFO position of a waiting entry `w`: among the entries waiting for a time that
+/// overlaps its own, as the hand-over serves them (an entry for another time is never
+/// ahead of it).
+macro_rules! position {
+    () => {
+        r#"CASE WHEN w.status = 'WAITING' THEN (
+            SELECT count(*) FROM waitlist_entries x
+            WHERE x.resource_id = w.resource_id AND x.status = 'WAITING' AND x.seq <= w.seq
+              AND x.period && w.period)
+        END AS position"#
+    };
+}
+
 /// The entry document's columns after [`columns!`], one entry at a time: its FIFO
-/// position while waiting, counted on its own, whether its offer lapsed unswept by
-/// `$now`, and its wait intent; from `w` and its [`document_joins!`].
+/// position while waiting ([`position!`]), whether its offer lapsed unswept by `$now`,
+/// and its wait intent; from `w` and its [`document_joins!`].
 macro_rules! entry_document {
     ($now:literal) => {
         concat!(
+            ",\n        ",
+            position!(),
             r#",
-        CASE WHEN w.status = 'WAITING' THEN (
-            SELECT count(*) FROM waitlist_entries x
-            WHERE x.resource_id = w.resource_id AND x.status = 'WAITING' AND x.seq <= w.seq)
-        END AS position,
         (w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= "#,
             $now,
             r#") IS TRUE AS offer_lapsed,
@@ -149,18 +160,14 @@ pub const WAITING_OVERLAPPING: &str = concat!(
 
 /// A page of a resource's whole queue (`$1`), every status, in FIFO order: the entries
 /// after sequence number `$2` (none: from the start), at most `$4`, by
-/// `waitlist_entries_resource_seq_idx`. Each carries its position while waiting (the
-/// waiting entries up to the page, counted once, plus those of the page so far) and
+/// `waitlist_entries_resource_seq_idx`. Each carries its position while waiting and
 /// whether its offer lapsed by `$3` (now), as [`GET`] computes them.
 pub const LIST: &str = concat!(
     "SELECT ",
     columns!(),
+    ",\n        ",
+    position!(),
     r#",
-        CASE WHEN w.status = 'WAITING' THEN
-            (SELECT count(*) FROM waitlist_entries x
-             WHERE x.resource_id = $1 AND x.status = 'WAITING' AND x.seq <= coalesce($2::bigint, 0))
-            + count(*) FILTER (WHERE w.status = 'WAITING') OVER (ORDER BY w.seq)
-        END AS position,
         (w.status = 'OFFERED' AND r.status = 'HELD' AND r.expires_at <= $3) IS TRUE AS offer_lapsed,
         i.id AS intent_id, i.state AS intent_state, i.attempts AS intent_attempts, i.updated_at AS intent_updated_at
     FROM (

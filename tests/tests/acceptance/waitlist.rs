@@ -19,6 +19,29 @@ async fn join(app: &TestApp, who: &str, resource: Uuid, from: i64, to: i64, quan
     body
 }
 
+/// A waiter's position counts those waiting for a time that overlaps its own: nobody
+/// waiting for another time of the day is ahead of it.
+#[tokio::test]
+async fn a_waiters_position_counts_only_those_waiting_for_an_overlapping_time() {
+    let app = TestApp::spawn().await;
+    let room = app.resource(1).await;
+    app.hold("alice", room, 9, 12).await;
+    let bob = join(&app, "bob", room, 9, 10, 1).await;
+    let carol = join(&app, "carol", room, 11, 12, 1).await;
+    let dave = join(&app, "dave", room, 9, 11, 1).await;
+    let positions = [&bob, &carol, &dave].map(|e| e["position"].as_i64());
+    assert_eq!(positions, [Some(1), Some(1), Some(2)], "on joining");
+    let read = [&bob, &carol, &dave].map(|e| {
+        let app = &app;
+        async move { app.waitlist_entry("admin", e).await["position"].as_i64() }
+    });
+    assert_eq!(futures::future::join_all(read).await, vec![Some(1), Some(1), Some(2)], "read one by one");
+    let (status, queue) = send(app.get("admin", &format!("/v1/resources/{room}/waitlist"))).await;
+    assert_eq!(status, StatusCode::OK, "{queue}");
+    let listed: Vec<Option<i64>> = queue["items"].as_array().unwrap().iter().map(|e| e["position"].as_i64()).collect();
+    assert_eq!(listed, vec![Some(1), Some(1), Some(2)], "in the resource's queue");
+}
+
 #[tokio::test]
 async fn a_release_offers_the_slot_to_the_first_waiter_and_not_to_the_second() {
     let app = TestApp::spawn().await;
