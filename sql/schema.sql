@@ -204,6 +204,39 @@ END
 $$;
 
 --
+-- Name: reservation_claim_lapsed(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_claim_lapsed(p_now timestamp with time zone) RETURNS uuid
+    LANGUAGE plpgsql
+    SET enable_bitmapscan TO 'off'
+    SET enable_seqscan TO 'off'
+    AS $$
+DECLARE
+    lapsed record;
+    claimed uuid;
+    tried uuid[] := '{}';
+BEGIN
+    FOR lapsed IN
+        SELECT r.resource_id FROM reservations r
+        WHERE r.status = 'HELD' AND r.expires_at <= p_now
+        ORDER BY r.expires_at
+    LOOP
+        CONTINUE WHEN lapsed.resource_id = ANY (tried);
+        SELECT res.id INTO claimed FROM resources res WHERE res.id = lapsed.resource_id
+        FOR NO KEY UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            RETURN claimed;
+        END IF;
+        -- Held by another sweep, or by a path writing its own lapses down: its holds are
+        -- passed over once, and the next resource is tried.
+        tried := tried || lapsed.resource_id;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: reservation_event(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, text, text, text, jsonb, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 

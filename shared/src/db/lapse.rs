@@ -89,16 +89,13 @@ pub const EXPIRE_LAPSED_KEEPING_BUFFERS: &str = expire_lapsed_where!(
      AND buffered && tstzrange($2, $3, '[)') AND buffered <> period"
 );
 
-/// The sweep's claim: one resource that has lapsed holds and whose row no one else
-/// holds (`SKIP LOCKED`: concurrent sweeps take different resources, never wait, never
-/// deadlock). The lock stays held until the caller's transaction ends, for the
-/// expiry and the hand-over. The resource is picked from this statement's snapshot, so
-/// another sweep may have written its last lapsed holds down by the time the lock is
-/// taken: [`EXPIRE_LAPSED_BATCH`], a statement of its own, reads them afresh.
-pub const CLAIM_LAPSED_RESOURCE: &str = "SELECT res.id FROM resources res \
-    WHERE res.id IN (SELECT resource_id FROM reservations WHERE status = 'HELD' AND expires_at <= $1) \
-    ORDER BY res.id LIMIT 1 \
-    FOR NO KEY UPDATE OF res SKIP LOCKED";
+/// The sweep's claim: the resource of the oldest lapsed hold whose row no one else
+/// holds, locked until the caller's transaction ends (`reservation_claim_lapsed`, which
+/// says why it reads the expiry index in order); NULL when none is free. The resource
+/// is picked from the function's snapshot, so another sweep may have written its last
+/// lapsed holds down by the time the lock is taken: [`EXPIRE_LAPSED_BATCH`], a
+/// statement of its own, reads them afresh.
+pub const CLAIM_LAPSED_RESOURCE: &str = "SELECT reservation_claim_lapsed($1) AS id";
 
 /// Up to `$3` of the holds of resource `$1` lapsed by `$2`, expired with their `$4`
 /// (`reservation.expired`) events (none for the items of a booking of several but its
@@ -182,7 +179,7 @@ pub async fn expire_lapsed_keeping_buffers(
 
 /// See [`CLAIM_LAPSED_RESOURCE`].
 pub async fn claim_lapsed_resource(c: &impl GenericClient, now: DateTime<Utc>) -> Result<Option<Uuid>, DbError> {
-    Ok(c.opt_row(CLAIM_LAPSED_RESOURCE, &[&now]).await?.map(|r| r.try_get(0)).transpose()?)
+    Ok(c.row(CLAIM_LAPSED_RESOURCE, &[&now]).await?.try_get(0)?)
 }
 
 /// See [`EXPIRE_LAPSED_BATCH`].

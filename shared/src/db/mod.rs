@@ -120,6 +120,7 @@ const FUNCTIONS: &[(&str, &str)] = &[
     ("outbox_claim_due", include_str!("../../../sql/functions/outbox_claim_due.sql")),
     ("principal_holds", include_str!("../../../sql/functions/principal_holds.sql")),
     ("reservation_booking_lapse", include_str!("../../../sql/functions/reservation_booking_lapse.sql")),
+    ("reservation_claim_lapsed", include_str!("../../../sql/functions/reservation_claim_lapsed.sql")),
     ("reservation_event", include_str!("../../../sql/functions/reservation_event.sql")),
     ("reservation_hold", include_str!("../../../sql/functions/reservation_hold.sql")),
     ("reservation_hold_items", include_str!("../../../sql/functions/reservation_hold_items.sql")),

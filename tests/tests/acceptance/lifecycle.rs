@@ -5,6 +5,7 @@ use acceptance::{TestApp, hours, reservation_path, send, slug};
 use chrono::{Duration, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use shared::Clock;
 use shared::clock::ManualClock;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -237,4 +238,40 @@ async fn health_answers_without_identity() {
     let app = TestApp::spawn().await;
     let (status, body) = send(app.http.get(app.url("/v1/health"))).await;
     assert_eq!((status, body), (StatusCode::OK, json!({"status": "ok"})));
+}
+
+/// The sweep drains a backlog oldest first across resources: its claim takes the
+/// resource of the oldest lapsed hold, not the resource of the lowest id, and a hold
+/// written down since is passed over by the next claim.
+#[tokio::test]
+async fn the_sweeps_claim_takes_the_resource_of_the_oldest_lapsed_hold_first() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let ttl = json!({"name": "R", "capacity": 1, "hold_ttl_seconds": 60});
+    let (first, second) = (app.resource_with(ttl.clone()).await, app.resource_with(ttl).await);
+    assert!(first < second, "ids are made in order");
+    // The older hold is on the resource of the higher id.
+    app.hold("alice", second, 10, 11).await;
+    clock.advance(Duration::seconds(10));
+    app.hold("bob", first, 10, 11).await;
+    clock.advance(Duration::seconds(61));
+    let claim = |now| {
+        let app = &app;
+        async move {
+            let mut db = app.db().await;
+            let tx = db.transaction().await.unwrap();
+            let claimed = shared::db::lapse::claim_lapsed_resource(&tx, now).await.unwrap();
+            tx.rollback().await.unwrap();
+            claimed
+        }
+    };
+    assert_eq!(claim(clock.now()).await, Some(second), "the oldest lapse first");
+    app.db()
+        .await
+        .execute("UPDATE reservations SET status = 'EXPIRED' WHERE resource_id = $1", &[&second])
+        .await
+        .unwrap();
+    assert_eq!(claim(clock.now()).await, Some(first), "then the next oldest");
+    app.db().await.execute("UPDATE reservations SET status = 'EXPIRED'", &[]).await.unwrap();
+    assert_eq!(claim(clock.now()).await, None, "nothing left");
 }
