@@ -37,7 +37,7 @@
 //! - [`outbox`]: the relay (after commit and from the sweeper) to SQS, with its
 //!   publishers and the one message type of both queues (`Envelope`).
 //! - `sqs` (the `sqs` feature): the SQS client the publishers and the notifier call,
-//!   signed with Signature Version 4 (`sigv4`).
+//!   the AWS SDK's, built from a Lambda's environment without I/O.
 //! - [`notify`]: signed webhooks (Standard Webhooks 1.0): the signature, the retry
 //!   schedule, delivery of one event to the endpoints that want it, the delivery log and
 //!   disabling (`webhook_endpoints`, `webhook_deliveries`, `webhook_delivery_attempts`,
