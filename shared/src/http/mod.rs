@@ -9,13 +9,15 @@ pub mod fields;
 mod idempotency;
 mod lists;
 mod problem;
+mod problem_types;
 mod request;
 mod routes;
 
 pub use idempotency::{KeyedStatement, carries_key, fingerprint, run_idempotent};
 pub use lambda_http::{Body, Request, Response};
 pub use lists::{booking_owner, own_waitlist_query, reservations_query, resources_query, waitlist_query};
-pub use problem::{ApiError, PROBLEM_BASE, PROBLEM_TYPES, ProblemType, problem_type};
+pub use problem::ApiError;
+pub use problem_types::{PROBLEM_BASE, PROBLEM_TYPES, ProblemType, problem_type};
 pub use request::{
     EmptyBody, JsonBody, Rfc3339, etag, json_body, not_modified, principal, query_names, query_param, query_params,
     scope,
