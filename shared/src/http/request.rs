@@ -157,21 +157,16 @@ fn query_pairs(req: &Request) -> impl Iterator<Item = (Option<String>, Option<St
     })
 }
 
+/// `s` percent-decoded, or `None` when it is not valid UTF-8 once decoded or a `%` is
+/// not followed by two hex digits (percent-encoding keeps such a `%` as it is; this API
+/// refuses it).
 fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    let escapes_whole = s
+        .split('%')
+        .skip(1)
+        .all(|after| after.as_bytes().get(..2).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)));
+    let decoded = percent_encoding::percent_decode_str(s).decode_utf8().ok()?;
+    escapes_whole.then(|| decoded.into_owned())
 }
 
 /// The `scope` query parameter of a confirm, cancel or move: which occurrences of the
