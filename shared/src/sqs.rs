@@ -19,9 +19,13 @@ use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName, SendMes
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// How long one attempt of a call may take, besides a receive's own wait.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a call may take, its retries included, besides a receive's own wait.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// The first wait before a retry (the standard mode's is 1 s, doubling): a function
+/// publishes before it answers, so the retries stay within a request's time; what still
+/// fails after the mode's three attempts waits in the outbox for the relay's backoff.
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 
 /// An SQS client. Cheap to clone: clones share their connections.
 #[derive(Clone, Debug)]
@@ -88,15 +92,13 @@ impl Sqs {
             .tls_provider(Provider::Rustls(CryptoMode::Ring))
             .tls_context(tls)
             .build_https();
-        let timeouts = TimeoutConfig::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-            .build();
+        let timeouts =
+            TimeoutConfig::builder().connect_timeout(CONNECT_TIMEOUT).operation_timeout(CALL_TIMEOUT).build();
         let mut config = aws_sdk_sqs::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(region))
             .credentials_provider(credentials)
-            .retry_config(RetryConfig::standard())
+            .retry_config(RetryConfig::standard().with_initial_backoff(FIRST_BACKOFF))
             .timeout_config(timeouts)
             .use_fips(use_fips)
             .use_dual_stack(use_dual_stack)
@@ -169,7 +171,7 @@ impl Sqs {
         wait_seconds: i32,
     ) -> Result<Vec<Message>, SqsError> {
         let wait = Duration::from_secs(u64::try_from(wait_seconds).unwrap_or(0));
-        let long_poll = TimeoutConfig::builder().operation_attempt_timeout(ATTEMPT_TIMEOUT + wait).build();
+        let long_poll = TimeoutConfig::builder().operation_timeout(CALL_TIMEOUT + wait).build();
         let received = self
             .0
             .receive_message()
