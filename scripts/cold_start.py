@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cold start of the six function binaries, measured against a Lambda Runtime API of
+"""Cold start of the seven function binaries, measured against a Lambda Runtime API of
 our own (standard library only). Run through `scripts/cold-start`, which builds them.
 
 For each function and round: spawn the release binary with the environment a

@@ -192,8 +192,7 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     let probe = cpu::Probe::new(setup::connect(&database_url).await?, database);
     let probe = probe.as_ref();
     let baseline_before = throughput::sql_inserts(&database_url, p.concurrency, p.phases, probe).await?;
-    correct &= print_throughput(&baseline_before, "transactions/s", Outcome::Committed);
-    print_cpu(&baseline_before, "transaction", "the bench process (client)");
+    correct &= print_baseline(&baseline_before);
 
     let server = Server::start(&database_url, p.pool_size).await?;
 
@@ -203,96 +202,28 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
     correct &= print_burst(&burst);
     correct &= print_capacity(&db).await?;
 
-    println!();
-    println!(
-        "(b) uncontended holds through HTTP: {} resources, concurrency {}, {:.1} s",
-        p.resources,
-        p.concurrency,
-        p.phases.measure.as_secs_f64()
-    );
+    // The holds through HTTP, phase by phase in the table's order; the statements'
+    // phases (s) run right after (b), on its mix.
     let spread =
         HoldMix { resources: p.resources, capacity: 1, keyed: false, rules: Rules::Plain, shape: Shape::Single };
-    let holds = throughput::http_holds(&server, spread, p.concurrency, p.phases, probe).await?;
-    correct &= print_throughput(&holds, "holds/s", Outcome::Status(201));
-    print_cpu(&holds, "hold", "the bench process (client and server)");
-    correct &= print_capacity(&db).await?;
-
-    println!();
-    println!(
-        "(s) statements: (b) and (b2) with DB_STATEMENTS=cached (named, prepared once per connection) \
-         and =unnamed (typed, one round trip, no session state), alternating on the same server"
-    );
-    let statements = statement_modes(&server, spread, p.concurrency, p.phases, probe).await?;
-    for ((mode, keyed), report) in &statements {
-        println!("  {:<8} {:<6}", mode.as_str(), if *keyed { "keyed" } else { "plain" });
-        correct &= print_throughput(report, "holds/s", Outcome::Status(201));
+    let mut reports = Vec::new();
+    for phase in hold_phases(&p, spread) {
+        println!();
+        println!("{}", phase.title);
+        let report = throughput::http_holds(&server, phase.mix, p.concurrency, p.phases, probe).await?;
+        correct &= print_throughput(&report, phase.unit, Outcome::Status(201));
+        print_cpu(&report, phase.each, "the bench process (client and server)");
+        correct &= print_capacity(&db).await?;
+        reports.push(report);
+        if reports.len() == 1 {
+            correct &= run_statement_modes(&server, spread, &p, probe, &db).await?;
+        }
     }
-    shared::db::run::set_mode(server.state.config.db_statements);
-    correct &= print_capacity(&db).await?;
-
-    println!();
-    println!("(br) the same on resources with calendar rules");
-    let rules_mix = HoldMix { rules: Rules::Calendar, ..spread };
-    let rules = throughput::http_holds(&server, rules_mix, p.concurrency, p.phases, probe).await?;
-    correct &= print_throughput(&rules, "holds/s", Outcome::Status(201));
-    print_cpu(&rules, "hold", "the bench process (client and server)");
-    correct &= print_capacity(&db).await?;
-
-    println!();
-    println!("(b2) the same as (b) with an Idempotency-Key on every request");
-    let keyed_mix = HoldMix { keyed: true, ..spread };
-    let keyed = throughput::http_holds(&server, keyed_mix, p.concurrency, p.phases, probe).await?;
-    correct &= print_throughput(&keyed, "keyed holds/s", Outcome::Status(201));
-    print_cpu(&keyed, "hold", "the bench process (client and server)");
-    correct &= print_capacity(&db).await?;
-
-    println!();
-    println!("(b2r) the same on resources with calendar rules");
-    let keyed_rules_mix = HoldMix { rules: Rules::Calendar, ..keyed_mix };
-    let keyed_rules = throughput::http_holds(&server, keyed_rules_mix, p.concurrency, p.phases, probe).await?;
-    correct &= print_throughput(&keyed_rules, "keyed holds/s", Outcome::Status(201));
-    print_cpu(&keyed_rules, "hold", "the bench process (client and server)");
-    correct &= print_capacity(&db).await?;
-
-    println!();
-    println!("(d) holds of one resource of capacity 2, each on a free slot: every request queues on its lock");
-    let one = HoldMix { resources: 1, capacity: 2, keyed: false, rules: Rules::Plain, shape: Shape::Single };
-    let serialized = throughput::http_holds(&server, one, p.concurrency, p.phases, probe).await?;
-    correct &= print_throughput(&serialized, "holds/s", Outcome::Status(201));
-    print_cpu(&serialized, "hold", "the bench process (client and server)");
-    correct &= print_capacity(&db).await?;
-
-    println!();
-    println!("(d1) the same on one resource of capacity 1: its holds share the lock, the constraint judges them");
-    let single = HoldMix { capacity: 1, ..one };
-    let side_by_side = throughput::http_holds(&server, single, p.concurrency, p.phases, probe).await?;
-    correct &= print_throughput(&side_by_side, "holds/s", Outcome::Status(201));
-    print_cpu(&side_by_side, "hold", "the bench process (client and server)");
-    correct &= print_capacity(&db).await?;
-
-    println!();
-    println!("(d1r) the same on one capacity-1 resource with calendar rules and a buffer");
-    let single_rules_mix = HoldMix { rules: Rules::Calendar, ..single };
-    let single_rules = throughput::http_holds(&server, single_rules_mix, p.concurrency, p.phases, probe).await?;
-    correct &= print_throughput(&single_rules, "holds/s", Outcome::Status(201));
-    print_cpu(&single_rules, "hold", "the bench process (client and server)");
-    correct &= print_capacity(&db).await?;
-
-    println!();
-    println!("(g2) the same as (b), each request booking two resources together (items)");
-    let pairs = HoldMix { shape: Shape::Group(2), ..spread };
-    let groups = throughput::http_holds(&server, pairs, p.concurrency, p.phases, probe).await?;
-    correct &= print_throughput(&groups, "bookings of 2/s", Outcome::Status(201));
-    print_cpu(&groups, "booking", "the bench process (client and server)");
-    correct &= print_capacity(&db).await?;
-
-    println!();
-    println!("(p5) the same as (b), each request taking any member of a least_booked pool of 5");
-    let fives = HoldMix { shape: Shape::Pool(5), ..spread };
-    let pools = throughput::http_holds(&server, fives, p.concurrency, p.phases, probe).await?;
-    correct &= print_throughput(&pools, "pool holds/s", Outcome::Status(201));
-    print_cpu(&pools, "hold", "the bench process (client and server)");
-    correct &= print_capacity(&db).await?;
+    let Ok([holds, rules, keyed, keyed_rules, serialized, side_by_side, single_rules, groups, pools]) =
+        <[throughput::Report; 9]>::try_from(reports)
+    else {
+        unreachable!("hold_phases has nine phases")
+    };
 
     println!();
     println!(
@@ -311,14 +242,12 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
         p.phases.measure.as_secs_f64()
     );
     let baseline = throughput::sql_inserts(&database_url, p.concurrency, p.phases, probe).await?;
-    correct &= print_throughput(&baseline, "transactions/s", Outcome::Committed);
-    print_cpu(&baseline, "transaction", "the bench process (client)");
+    correct &= print_baseline(&baseline);
 
     println!();
     println!("(e) serialized baseline: BEGIN; lock one row; INSERT one row; COMMIT, {} connections", p.concurrency);
     let locked = throughput::sql_locked_inserts(&database_url, p.concurrency, p.phases, probe).await?;
-    correct &= print_throughput(&locked, "transactions/s", Outcome::Committed);
-    print_cpu(&locked, "transaction", "the bench process (client)");
+    correct &= print_baseline(&locked);
 
     println!();
     print_summary(
@@ -341,6 +270,104 @@ async fn run(p: Params, database_url: String) -> Result<bool, BoxError> {
         correct,
     );
     Ok(correct)
+}
+
+/// One phase of holds through HTTP: its heading, what it holds, and the units its
+/// rate and its CPU are counted in.
+struct HoldPhase {
+    title: String,
+    mix: HoldMix,
+    unit: &'static str,
+    each: &'static str,
+}
+
+/// The phases of holds through HTTP, in the order they run (and `run` names their
+/// reports): (b), (br), (b2), (b2r), (d), (d1), (d1r), (g2), (p5).
+fn hold_phases(p: &Params, spread: HoldMix) -> [HoldPhase; 9] {
+    let phase = |title: String, mix, unit, each| HoldPhase { title, mix, unit, each };
+    let keyed = HoldMix { keyed: true, ..spread };
+    let one = HoldMix { resources: 1, capacity: 2, ..spread };
+    let single = HoldMix { capacity: 1, ..one };
+    [
+        phase(
+            format!(
+                "(b) uncontended holds through HTTP: {} resources, concurrency {}, {:.1} s",
+                p.resources,
+                p.concurrency,
+                p.phases.measure.as_secs_f64()
+            ),
+            spread,
+            "holds/s",
+            "hold",
+        ),
+        phase(
+            "(br) the same on resources with calendar rules".into(),
+            HoldMix { rules: Rules::Calendar, ..spread },
+            "holds/s",
+            "hold",
+        ),
+        phase("(b2) the same as (b) with an Idempotency-Key on every request".into(), keyed, "keyed holds/s", "hold"),
+        phase(
+            "(b2r) the same on resources with calendar rules".into(),
+            HoldMix { rules: Rules::Calendar, ..keyed },
+            "keyed holds/s",
+            "hold",
+        ),
+        phase(
+            "(d) holds of one resource of capacity 2, each on a free slot: every request queues on its lock".into(),
+            one,
+            "holds/s",
+            "hold",
+        ),
+        phase(
+            "(d1) the same on one resource of capacity 1: its holds share the lock, the constraint judges them".into(),
+            single,
+            "holds/s",
+            "hold",
+        ),
+        phase(
+            "(d1r) the same on one capacity-1 resource with calendar rules and a buffer".into(),
+            HoldMix { rules: Rules::Calendar, ..single },
+            "holds/s",
+            "hold",
+        ),
+        phase(
+            "(g2) the same as (b), each request booking two resources together (items)".into(),
+            HoldMix { shape: Shape::Group(2), ..spread },
+            "bookings of 2/s",
+            "booking",
+        ),
+        phase(
+            "(p5) the same as (b), each request taking any member of a least_booked pool of 5".into(),
+            HoldMix { shape: Shape::Pool(5), ..spread },
+            "pool holds/s",
+            "hold",
+        ),
+    ]
+}
+
+/// (s): (b) and (b2) in each mode of sending statements, printed; the configured mode
+/// is set back after. `false` when the service answered wrongly.
+async fn run_statement_modes(
+    server: &Server,
+    spread: HoldMix,
+    p: &Params,
+    probe: Option<&cpu::Probe>,
+    db: &tokio_postgres::Client,
+) -> Result<bool, BoxError> {
+    println!();
+    println!(
+        "(s) statements: (b) and (b2) with DB_STATEMENTS=cached (named, prepared once per connection) \
+         and =unnamed (typed, one round trip, no session state), alternating on the same server"
+    );
+    let mut correct = true;
+    let statements = statement_modes(server, spread, p.concurrency, p.phases, probe).await?;
+    for ((mode, keyed), report) in &statements {
+        println!("  {:<8} {:<6}", mode.as_str(), if *keyed { "keyed" } else { "plain" });
+        correct &= print_throughput(report, "holds/s", Outcome::Status(201));
+    }
+    shared::db::run::set_mode(server.state.config.db_statements);
+    Ok(correct & print_capacity(db).await?)
 }
 
 /// (b) and (b2) once in each mode of sending statements, cached first: `((mode,
@@ -447,6 +474,13 @@ fn print_throughput(report: &throughput::Report, unit: &str, success: Outcome) -
     if !correct {
         println!("FAIL: {unit}: {unexpected} where only {success} is right");
     }
+    correct
+}
+
+/// A baseline of plain transactions: its rate and CPU; `false` if any failed.
+fn print_baseline(report: &throughput::Report) -> bool {
+    let correct = print_throughput(report, "transactions/s", Outcome::Committed);
+    print_cpu(report, "transaction", "the bench process (client)");
     correct
 }
 

@@ -300,7 +300,7 @@ pub fn exit_on_error<T, E: std::fmt::Display>(program: &str, result: Result<T, E
 /// A value that must not reach a log: `Debug` prints `***`; [`Secret::expose`] is the
 /// one way to read it, named so that every use stands out in review.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(pub String);
+pub struct Secret(String);
 
 impl Secret {
     pub fn expose(&self) -> &str {

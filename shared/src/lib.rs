@@ -7,25 +7,28 @@
 //!   calendar rules (`calendar`: the rules as written, local time, judging a range, the
 //!   grid of slots), booking policies (`policies`: deadlines, extension, limits and
 //!   their windows), `recurrence` (the RRULE subset of series, expanded in a zone's
-//!   wall-clock time) and `ical` (calendar feeds as RFC 5545 text: folding, escaping,
-//!   the derived `SEQUENCE`). No I/O, no Lambda types.
+//!   wall-clock time), `ical` (calendar feeds as RFC 5545 text: folding, escaping,
+//!   the derived `SEQUENCE`) and `webhooks` (what an admin registers, and its rules).
+//!   No I/O, no Lambda types.
 //! - [`db`]: the pool, the migration step, and one module of named SQL per table
 //!   (`resources`, `reservations`, `waitlist`, `idempotency`, `outbox`, `intents`,
-//!   `breakers`, `upstream_views`, `seat_polls`, `webhooks`, `series`, `feeds`), plus `hold` (the
-//!   one-statement hold), `lapse` (holds past their expiry), `limits` (what a principal
-//!   has live on a resource) and `reservation_lists`.
+//!   `breakers`, `upstream_views`, `seat_polls`, `webhooks`, `series`, `feeds`, `pools`,
+//!   `cursor_key`), plus `hold` (the one-statement hold), `lapse` (holds past their
+//!   expiry), `limits` (what a principal has live on a resource), `reservation_lists`,
+//!   and `run` (the one way every named statement reaches PostgreSQL, `DB_STATEMENTS`).
 //!   The rules that make double-booking impossible are SQL: the exclusion constraint on
 //!   the kept ranges of capacity-1 resources (`migrations/`), the load check and the
 //!   hold (`sql/functions/`).
 //! - [`booking`]: the operations, one file each: `resources`, `hold` (where the race is
 //!   settled: one statement when it can, the general path otherwise), `confirm`,
-//!   `release`, `reschedule`, `availability`, `calendar` (the rules judged against the
+//!   `release`, `reschedule`, `extend` (a hold kept longer), `availability`, `calendar` (the rules judged against the
 //!   bookings around a range), `limits` (booking limits judged under the lock),
 //!   `waitlist`, `handover` (freed capacity to the waitlist, first fit in FIFO order),
 //!   `group` (bookings of several items), `pools`, `series` (recurring series, each
 //!   occurrence held by `hold`'s general path or `group`, and the scope of a change to
 //!   them), `feeds` (calendar feeds: tokens stored as hashes, the bookings a feed
-//!   shows), `waits`, `sweep` (the scheduled expiry and purges) and
+//!   shows), `waits`, `webhooks` (endpoints and their delivery log, for admins), `sweep`
+//!   (the scheduled expiry and purges) and
 //!   `lists` (keyset pages with signed cursors, `cursor`). The lock order is written in
 //!   `booking`'s overview. Each takes a client or a transaction and the current time,
 //!   so a caller composes them into one transaction and a test moves the clock.
@@ -37,15 +40,17 @@
 //! - [`outbox`]: the relay (after commit and from the sweeper) to SQS, with its
 //!   publishers and the one message type of both queues (`Envelope`).
 //! - `sqs` (the `sqs` feature): the SQS client the publishers and the notifier call,
-//!   signed with Signature Version 4 (`sigv4`).
+//!   the AWS SDK's, built from a Lambda's environment without I/O.
 //! - [`notify`]: signed webhooks (Standard Webhooks 1.0): the signature, the retry
 //!   schedule, delivery of one event to the endpoints that want it, the delivery log and
 //!   disabling (`webhook_endpoints`, `webhook_deliveries`, `webhook_delivery_attempts`,
 //!   `webhook_events`), and the resends admins ask for (`webhook_resends`).
 //! - [`http`]: the adapter from `lambda_http` requests to those operations: routing
-//!   (`routes`), identity, strict JSON bodies and query strings (`request`, `fields`,
-//!   and `lists` for the lists' parameters), idempotency keys (`idempotency`), and the
-//!   one mapping of every failure to RFC 9457 problem JSON (`problem`).
+//!   (`routes`), identity, strict JSON bodies and query strings (`request`; `fields`,
+//!   with its `strict` parser and its value `readers`; `lists` for the lists'
+//!   parameters), idempotency keys (`idempotency`), the catalogue of problem types
+//!   (`problem_types`) and the one mapping of every failure to RFC 9457 problem JSON
+//!   (`problem`).
 //! - [`config`], [`clock`], [`metrics`] (CloudWatch EMF lines): the process around it.
 //!
 //! PostgreSQL is the only authority: the guarantees live in constraints, row locks and

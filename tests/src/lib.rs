@@ -702,11 +702,7 @@ pub async fn write_events(app: &TestApp, subjects: &[Uuid], per_subject: i32, at
 
 /// An SQS client of the endpoint at `endpoint`, with moto's test credentials.
 pub fn sqs_at(endpoint: String) -> Sqs {
-    let credentials = shared::sqs::Credentials {
-        access_key_id: "test".into(),
-        secret_access_key: "test".into(),
-        session_token: None,
-    };
+    let credentials = shared::sqs::Credentials::new("test", "test", None, None, "moto");
     Sqs::new("us-east-1".into(), credentials, Some(endpoint))
 }
 

@@ -26,137 +26,20 @@
 //! `optional` takes an absent field as `None` and a `null` as a bad value; `nullable`
 //! takes both as `None` (for fields whose documented type includes `null`).
 
+mod readers;
+mod strict;
+
+pub(crate) use readers::principal_name;
+pub use readers::{Rfc3339, boolean, integer, one_of, principal_id, strings, text, time_zone, timestamp, uuid, uuids};
+pub use strict::{ParseError, parse_object};
+
 use super::ApiError;
-use super::request::Rfc3339;
-use crate::domain::calendar::parse_time_zone;
 use crate::domain::policies::MAX_LIMITS;
 use crate::domain::{
     BookingLimit, CalendarChange, FieldError, Metadata, Patch, PoliciesChange, Schedule, Window, validate_metadata,
 };
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
-use std::cell::RefCell;
 use std::collections::BTreeSet;
-use std::fmt;
-use uuid::Uuid;
-
-/// Why a body could not be read as a JSON object.
-#[derive(Debug, PartialEq, Eq)]
-pub enum ParseError {
-    /// Not JSON at all; where the first error is, for a person to find it.
-    Syntax { line: usize, column: usize },
-    /// JSON, but not an object.
-    NotAnObject,
-    /// A key given twice in one object; its path (`name`, or `outer.inner`).
-    DuplicateKey(String),
-}
-
-impl ParseError {
-    pub fn into_api_error(self) -> ApiError {
-        match self {
-            ParseError::Syntax { line, column } => ApiError::validation(
-                "body",
-                format!("is not valid JSON (the first error is at line {line}, column {column})"),
-            ),
-            ParseError::NotAnObject => ApiError::validation("body", "must be a JSON object"),
-            ParseError::DuplicateKey(path) => ApiError::validation(&path, "is given more than once"),
-        }
-    }
-}
-
-/// Parses `bytes` as one JSON object, refusing a key that appears twice in any object.
-pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ParseError> {
-    let duplicate = RefCell::new(None);
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let parsed = Strict { path: String::new(), duplicate: &duplicate }.deserialize(&mut de).and_then(|v| {
-        de.end()?;
-        Ok(v)
-    });
-    if let Some(path) = duplicate.into_inner() {
-        return Err(ParseError::DuplicateKey(path));
-    }
-    match parsed {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ParseError::NotAnObject),
-        Err(e) => Err(ParseError::Syntax { line: e.line(), column: e.column() }),
-    }
-}
-
-/// A JSON value whose objects must not repeat a key. The first repeated key's path is
-/// put in `duplicate` (the serde error itself only stops the parse).
-struct Strict<'a> {
-    path: String,
-    duplicate: &'a RefCell<Option<String>>,
-}
-
-impl<'de> DeserializeSeed<'de> for Strict<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Strict<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(v.into())
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(v.into())
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_string()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        loop {
-            let path = format!("{}[{}]", self.path, items.len());
-            match seq.next_element_seed(Strict { path, duplicate: self.duplicate })? {
-                Some(v) => items.push(v),
-                None => return Ok(Value::Array(items)),
-            }
-        }
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let path = if self.path.is_empty() { key.clone() } else { format!("{}.{key}", self.path) };
-            if out.contains_key(&key) {
-                *self.duplicate.borrow_mut() = Some(path);
-                return Err(de::Error::custom("duplicate key"));
-            }
-            let value = map.next_value_seed(Strict { path, duplicate: self.duplicate })?;
-            out.insert(key, value);
-        }
-        Ok(Value::Object(out))
-    }
-}
 
 /// The fields of one JSON object, read one by one; see the module's documentation.
 pub struct Fields<'a> {
@@ -379,117 +262,6 @@ pub fn read_object<T>(
     built.ok_or_else(|| ApiError::Internal("a body reader built nothing yet reported no problem".into()))
 }
 
-// --- readers: each turns one JSON value into a value or the API's message ----------
-
-/// A UUID in its usual hyphenated form.
-pub fn uuid(v: &Value) -> Result<Uuid, String> {
-    let bad = || "must be a UUID, such as 0190f5a2-7c1d-7a4e-9b3f-2d6c8e1a5b47".to_string();
-    let s = v.as_str().ok_or_else(bad)?;
-    // `Uuid::parse_str` also takes the braced, URN and unhyphenated forms; ids are
-    // written one way everywhere in this API.
-    if s.len() != 36 {
-        return Err(bad());
-    }
-    Uuid::parse_str(s).map_err(|_| bad())
-}
-
-/// An RFC 3339 timestamp with an offset ([`Rfc3339::parse`]).
-pub fn timestamp(v: &Value) -> Result<Rfc3339, String> {
-    match v.as_str() {
-        Some(s) => Rfc3339::parse(s),
-        None => Err("must be an RFC 3339 timestamp in a string, such as \"2027-03-15T10:00:00Z\"".into()),
-    }
-}
-
-/// An IANA time zone name, such as `Europe/Berlin`.
-pub fn time_zone(v: &Value) -> Result<chrono_tz::Tz, String> {
-    parse_time_zone(v.as_str().unwrap_or(""))
-}
-
-/// `true` or `false`.
-pub fn boolean(v: &Value) -> Result<bool, String> {
-    v.as_bool().ok_or_else(|| "must be true or false".into())
-}
-
-/// A whole number from `min` to `max`.
-pub fn integer(min: i32, max: i32) -> impl Fn(&Value) -> Result<i32, String> {
-    move |v| {
-        let range = || format!("must be a whole number from {min} to {max}");
-        let Some(n) = v.as_number() else { return Err(range()) };
-        let whole = match (n.as_i64(), n.as_f64()) {
-            (Some(i), _) => Some(i),
-            // 3.0 is three; 1.5 is not a whole number; 1e20 is whole but out of range.
-            (None, Some(f)) if f.fract() == 0.0 => {
-                return if f < min.into() || f > max.into() { Err(range()) } else { Ok(f as i32) };
-            }
-            _ => None,
-        };
-        match whole {
-            Some(i) if (i64::from(min)..=i64::from(max)).contains(&i) => Ok(i as i32),
-            _ => Err(range()),
-        }
-    }
-}
-
-/// A string of `min` to `max` characters.
-pub fn text(min: usize, max: usize) -> impl Fn(&Value) -> Result<String, String> {
-    move |v| {
-        let Some(s) = v.as_str() else { return Err("must be a string".into()) };
-        let n = s.chars().count();
-        if (min..=max).contains(&n) {
-            Ok(s.to_string())
-        } else if min == max {
-            Err(format!("must be {min} characters"))
-        } else {
-            Err(format!("must be {min} to {max} characters"))
-        }
-    }
-}
-
-/// A principal's id, as a body names one (`owner`): the rule of the lists' `owner`
-/// filter ([`principal_name`]).
-pub fn principal_id(v: &Value) -> Result<String, String> {
-    v.as_str().ok_or_else(|| "must be a string".to_string()).and_then(principal_name)
-}
-
-/// A principal's id: 1 to 255 characters, none of them control characters (a token's
-/// `sub` may be any such string).
-pub(crate) fn principal_name(v: &str) -> Result<String, String> {
-    let ok = (1..=255).contains(&v.chars().count()) && !v.chars().any(char::is_control);
-    if ok { Ok(v.to_string()) } else { Err("must be 1 to 255 characters, none of them control characters".into()) }
-}
-
-/// An array of at most `max` strings (which strings are allowed is the caller's rule,
-/// reported per item).
-pub fn strings(max: usize) -> impl Fn(&Value) -> Result<Vec<String>, String> {
-    move |v| {
-        let bad = || format!("must be an array of at most {max} strings");
-        let items = v.as_array().ok_or_else(bad)?;
-        if items.len() > max {
-            return Err(bad());
-        }
-        items.iter().map(|i| i.as_str().map(str::to_string).ok_or_else(bad)).collect()
-    }
-}
-
-/// An array of 1 to `max` UUIDs.
-pub fn uuids(max: usize) -> impl Fn(&Value) -> Result<Vec<Uuid>, String> {
-    move |v| {
-        let bad = || format!("must be an array of 1 to {max} UUIDs");
-        let items = v.as_array().filter(|a| (1..=max).contains(&a.len())).ok_or_else(bad)?;
-        items.iter().map(|i| uuid(i).map_err(|_| bad())).collect()
-    }
-}
-
-/// One of the given words.
-pub fn one_of(words: &'static [&'static str]) -> impl Fn(&Value) -> Result<&'static str, String> {
-    move |v| {
-        v.as_str()
-            .and_then(|s| words.iter().find(|w| **w == s).copied())
-            .ok_or_else(|| format!("must be one of: {}", words.join(", ")))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,22 +269,6 @@ mod tests {
 
     fn object(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
-    }
-
-    #[test]
-    fn a_repeated_key_is_refused_by_its_path() {
-        assert_eq!(parse_object(br#"{"a":1,"a":2}"#), Err(ParseError::DuplicateKey("a".into())));
-        assert_eq!(parse_object(br#"{"a":{"b":1,"b":1}}"#), Err(ParseError::DuplicateKey("a.b".into())));
-        assert_eq!(parse_object(br#"{"a":[{"b":1,"b":1}]}"#), Err(ParseError::DuplicateKey("a[0].b".into())));
-        assert_eq!(parse_object(br#"{"a":1,"b":{"a":2}}"#).unwrap().len(), 2);
-    }
-
-    #[test]
-    fn what_is_not_one_json_object_is_refused() {
-        assert_eq!(parse_object(b"[1]"), Err(ParseError::NotAnObject));
-        assert_eq!(parse_object(b"{\"a\": "), Err(ParseError::Syntax { line: 1, column: 6 }));
-        assert_eq!(parse_object(b"{} {}"), Err(ParseError::Syntax { line: 1, column: 4 }));
-        assert!(matches!(parse_object(b"{\"q\": 1e999}"), Err(ParseError::Syntax { .. })));
     }
 
     #[test]
@@ -536,16 +292,6 @@ mod tests {
     }
 
     #[test]
-    fn integers_are_whole_and_in_range() {
-        let read = integer(1, 100);
-        assert_eq!(read(&json!(3)), Ok(3));
-        assert_eq!(read(&json!(3.0)), Ok(3));
-        for bad in [json!(0), json!(101), json!(1.5), json!(1e20), json!(-1), json!("2"), json!(null)] {
-            assert_eq!(read(&bad), Err("must be a whole number from 1 to 100".into()), "{bad}");
-        }
-    }
-
-    #[test]
     fn optional_and_nullable_fields_differ_only_in_null() {
         let body = object(json!({"a": null, "b": null}));
         let result = read_object(&body, |f| Some((f.nullable("a", boolean), f.optional("b", boolean))));
@@ -556,14 +302,5 @@ mod tests {
             read_object(&body, |f| Some((f.nullable("a", boolean), f.optional("b", boolean)))).ok(),
             Some((None, None))
         );
-    }
-
-    #[test]
-    fn ids_are_hyphenated_uuids_and_words_are_from_their_list() {
-        assert!(uuid(&json!("0190f5a2-7c1d-7a4e-9b3f-2d6c8e1a5b47")).is_ok());
-        assert!(uuid(&json!("0190f5a27c1d7a4e9b3f2d6c8e1a5b47")).is_err());
-        assert!(uuid(&json!(7)).is_err());
-        assert_eq!(one_of(&["local", "upstream"])(&json!("oracle")), Err("must be one of: local, upstream".into()));
-        assert_eq!(text(1, 3)(&json!("abcd")), Err("must be 1 to 3 characters".into()));
     }
 }

@@ -9,16 +9,18 @@ pub mod fields;
 mod idempotency;
 mod lists;
 mod problem;
+mod problem_types;
 mod request;
 mod routes;
 
+pub use fields::Rfc3339;
 pub use idempotency::{KeyedStatement, carries_key, fingerprint, run_idempotent};
 pub use lambda_http::{Body, Request, Response};
 pub use lists::{booking_owner, own_waitlist_query, reservations_query, resources_query, waitlist_query};
-pub use problem::{ApiError, PROBLEM_BASE, PROBLEM_TYPES, ProblemType, problem_type};
+pub use problem::ApiError;
+pub use problem_types::{PROBLEM_BASE, PROBLEM_TYPES, ProblemType, problem_type};
 pub use request::{
-    EmptyBody, JsonBody, Rfc3339, etag, json_body, not_modified, principal, query_names, query_param, query_params,
-    scope,
+    EmptyBody, JsonBody, etag, json_body, not_modified, principal, query_names, query_param, query_params, scope,
 };
 pub use routes::{Function, Matched, Op, ROUTES, RouteSpec, methods_of, route, route_for};
 

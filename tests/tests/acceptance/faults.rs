@@ -320,7 +320,7 @@ async fn a_request_that_gets_no_connection_for_too_many_clients_is_told_to_come_
     let app = TestApp::spawn_with(Options {
         tweak: Box::new(move |c| {
             let url = c.database_url.expose().replacen("://postgres@", &format!("://{as_role}@"), 1);
-            c.database_url = shared::config::Secret(url);
+            c.database_url = shared::config::Secret::from(url.as_str());
         }),
         ..Default::default()
     })
