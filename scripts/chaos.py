@@ -824,9 +824,11 @@ def check_samples(checks, sampler):
 
 
 def check_replay(checks, snap):
-    """Replays the outbox per resource in commit order. Every path that changes a
+    """Replays the outbox per resource in commit order. Every path that raises a
     resource's load holds its row lock, so one resource's transactions do not overlap
-    and their events' seq order is their commit order. Within one transaction it is not:
+    and their events' seq order is their commit order (a booking of several written down
+    whole from another of its resources lowers this one's load without its lock: the
+    steps go in the order of their last event, below). Within one transaction it is not:
     PostgreSQL runs the outbox inserts of one statement's data-modifying CTEs in an order
     of its own, so an offer's `held` row can take a lower seq than the `expired` row of
     the lapsed hold its statement wrote down first. So the events of one transaction on
@@ -855,7 +857,12 @@ def check_replay(checks, snap):
     violations, anomalies = [], []
     activations = with_lapsed = 0
     by_source = collections.Counter()
-    for (res, created_at), step in steps.items():
+    # In the order of each step's last event: a booking of several written down whole
+    # from another of its resources writes this resource's rows without its lock (a
+    # write-down only lowers a load), so its event can fall between the events of a
+    # transaction that holds the lock; that transaction waited for it, and its last
+    # event comes after it.
+    for (res, created_at), step in sorted(steps.items(), key=lambda kv: kv[1][-1][0]["seq"]):
         activated = []
         for ev, claim, quantity in step:
             p, kind = ev["payload"], ev["kind"]

@@ -10,10 +10,11 @@
 -- Writing a lapse down only lowers a load, so it needs no resource lock; every path
 -- that raises a load, or confirms or extends this booking, takes the locks of the
 -- resources it touches (for a whole booking: every item's), and so never runs beside
--- this. The one writer that can hold a sibling row meanwhile is another write-down of
--- the same booking from another of its resources; it writes that sibling down itself,
--- so the sibling is passed over (SKIP LOCKED) instead of waited for: two such
--- write-downs waiting for each other's rows would deadlock.
+-- this. Every statement that writes lapses down locks the leads of the bookings it
+-- touches first, in id order (lapse.rs, reservation_insert_if_fits,
+-- reservation_move_if_fits), as every operation on a booking does (lock_owned): so the
+-- statement that fired this holds the lead, a second write-down of the same booking
+-- from another resource waits for it, and the siblings' rows are free to take.
 --
 -- The siblings' resources are owed a hand-over to their waitlists that needs their
 -- locks: each range is recorded in handovers_owed, and the sweep offers it.
@@ -23,7 +24,7 @@ BEGIN
         SELECT r.id FROM reservations r
         WHERE r.booking_id = NEW.booking_id AND r.id <> NEW.id AND r.status = 'HELD'
         ORDER BY r.item
-        FOR UPDATE OF r SKIP LOCKED
+        FOR UPDATE OF r
     ), exp AS (
         UPDATE reservations r SET status = 'EXPIRED', updated_at = NEW.updated_at, acted_by = NULL
         FROM siblings s

@@ -18,10 +18,20 @@ CREATE OR REPLACE FUNCTION reservation_move_if_fits(
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
-    WITH exp AS (
+    WITH leads AS (
+        -- The leads of the bookings of several it writes down, locked first, in id
+        -- order (a booking's lead before its items): see lapse.rs, expire_lapsed_where.
+        SELECT l.id FROM reservations l
+        WHERE l.id IN (SELECT b.booking_id FROM reservations b
+                       WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
+                         AND b.period && tstzrange(p_start, p_end, '[)') AND b.booking_id IS NOT NULL)
+        ORDER BY l.id
+        FOR UPDATE OF l
+    ), exp AS (
         UPDATE reservations r SET status = 'EXPIRED', updated_at = p_now, acted_by = NULL
         WHERE r.resource_id = p_resource AND r.status = 'HELD' AND r.expires_at <= p_now
           AND r.period && tstzrange(p_start, p_end, '[)') AND r.id <> p_id
+          AND (SELECT count(*) FROM leads) >= 0
         RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
                   r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by
     ), exp_ev AS (

@@ -32,11 +32,13 @@
 //! exclusively, so those never meet a hold in flight. A transaction never takes the
 //! row shared and then exclusively: two doing so deadlock.
 //!
-//! One write passes over rows instead of waiting for them: a booking of several is
-//! written down whole when one of its rows lapses (the trigger
-//! `reservation_booking_lapse`), under the lock of that row's resource only, and a
-//! sibling row another transaction holds is skipped (`SKIP LOCKED`), since only another
-//! write-down of the same booking can hold it then.
+//! Within the reservation rows, a booking's lead comes before its items everywhere:
+//! every statement that writes lapses down locks the leads of the bookings it touches
+//! first, in id order, before any row (`lapse::expire_lapsed_where!`,
+//! `reservation_insert_if_fits`, `reservation_move_if_fits`), so the trigger
+//! `reservation_booking_lapse`, which writes the rest of a booking down, holds its
+//! lead, and two write-downs of one booking from two of its resources wait for each
+//! other instead of deadlocking.
 //!
 //! Each lock is taken in a round trip of its own, never pipelined with the statements
 //! after it (`try_join!` on one transaction): on a fresh connection pipelined

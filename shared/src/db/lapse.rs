@@ -37,7 +37,24 @@ macro_rules! expire_lapsed_where {
             r#"
     WITH "#,
             $with,
-            r#"exp AS (
+            // The leads of the bookings of several it writes down, locked first and in
+            // id order (the lock order: a booking's lead before its items): two
+            // write-downs of one booking from two of its resources then wait for each
+            // other, and the first writes the whole booking down (the trigger
+            // `reservation_booking_lapse`) before the second looks.
+            r#"leads AS (
+        SELECT l.id FROM reservations l
+        WHERE l.id IN (SELECT booking_id FROM reservations
+                       WHERE "#,
+            $resource,
+            r#" AND status = 'HELD' AND expires_at <= "#,
+            $now,
+            r#" AND "#,
+            $cond,
+            r#" AND booking_id IS NOT NULL)
+        ORDER BY l.id
+        FOR UPDATE OF l
+    ), exp AS (
         UPDATE reservations SET status = 'EXPIRED', updated_at = "#,
             $now,
             r#", acted_by = NULL
@@ -47,7 +64,7 @@ macro_rules! expire_lapsed_where {
             $now,
             r#" AND "#,
             $cond,
-            r#"
+            r#" AND (SELECT count(*) FROM leads) >= 0
         RETURNING "#,
             columns!(),
             r#", series_id
@@ -104,12 +121,12 @@ pub const EXPIRE_LAPSED_BATCH: &str = expire_lapsed_where!(
     with: "batch AS (
         -- A CTE, run once: as an `IN` sub-select it could be run again for each row,
         -- each run passing over the rows already updated and bringing the next ones.
-        -- Locked as they are read and each re-checked at its latest version: a row
-        -- written down since this statement's snapshot is passed over for the next.
+        -- Not locked here (the leads are locked before any row of their bookings): the
+        -- update re-checks each at its latest version, and a row written down since
+        -- this statement's snapshot is passed over for the next batch.
         SELECT r.id AS batch_id FROM reservations r
         WHERE r.resource_id = $1 AND r.status = 'HELD' AND r.expires_at <= $2
         ORDER BY r.expires_at LIMIT $3
-        FOR UPDATE OF r
     ), ",
     resource: "resource_id = $1",
     now: "$2",
