@@ -44,9 +44,8 @@ pub(super) async fn lock_owned(
         [one] => resources::lock(tx, *one).await?.into_iter().collect(),
         several => resources::lock_many(tx, several).await?,
     };
-    let rows = reservations::lock_rows_of_booking(tx, id).await?;
-    let reservation = match reservations::lock(tx, id).await? {
-        Some(r) if r.owner == who.id || who.admin => r,
+    let (reservation, rows) = match reservations::lock_booking(tx, id).await? {
+        Some(b) if b.lead.owner == who.id || who.admin => (b.lead, b.rows),
         _ => return Err(BookingError::ReservationNotFound),
     };
     let now = clock.now();

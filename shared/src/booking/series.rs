@@ -373,7 +373,7 @@ async fn lock_scope(c: &impl GenericClient, ids: &[Uuid]) -> Result<(), BookingE
     resource_ids.dedup();
     resources::lock_many(c, &resource_ids).await?;
     for &id in ids {
-        reservations::lock_rows_of_booking(c, id).await?;
+        reservations::lock_booking(c, id).await?;
     }
     Ok(())
 }

@@ -16,7 +16,7 @@ statements![
     DETACH_SETTLED,
     GET,
     LOCK,
-    LOCK_ROWS_OF_BOOKING,
+    LOCK_BOOKING,
     RESOURCE_OF,
     SET_STATUS,
     EXTEND,
@@ -149,10 +149,15 @@ pub const LOCK: &str = concat!(
 
 /// Locks every row of booking `$1` (the reservation, or the lead and each item of a
 /// booking of several), the lead first, then the items in order: the one order in which
-/// a whole booking's rows are taken. Returns each row's status and expiry, for the
-/// judgement of the whole ([`BookingRows`]).
-pub const LOCK_ROWS_OF_BOOKING: &str = "SELECT id, status, expires_at FROM reservations \
-    WHERE id = $1 OR booking_id = $1 ORDER BY item NULLS FIRST, id FOR UPDATE";
+/// a whole booking's rows are taken. Every row comes back as locked (the newest
+/// version, whatever committed while the lock was awaited): the lead for the
+/// operation, every row for the judgement of the whole ([`LockedBooking`]).
+pub const LOCK_BOOKING: &str = concat!(
+    "SELECT ",
+    columns!(),
+    ", series_id, pool_id, item FROM reservations \
+    WHERE id = $1 OR booking_id = $1 ORDER BY item NULLS FIRST, id FOR UPDATE"
+);
 
 pub const RESOURCE_OF: &str = "SELECT resource_id FROM reservations WHERE id = $1";
 
@@ -417,22 +422,42 @@ pub async fn extend(
     Ok(row.as_ref().map(from_row).transpose()?.map_or(Written::NotWhole, Written::Whole))
 }
 
-/// One row of a booking as [`LOCK_ROWS_OF_BOOKING`] reads it.
+/// One row of a booking as [`LOCK_BOOKING`] reads it.
 #[derive(Debug, Clone, Copy)]
 pub struct RowState {
     pub status: Status,
     pub expires_at: Option<DateTime<Utc>>,
 }
 
-/// Locks every row of a booking ([`LOCK_ROWS_OF_BOOKING`]); empty when there is none.
-pub async fn lock_rows_of_booking(c: &impl GenericClient, id: Uuid) -> Result<Vec<RowState>, DbError> {
-    c.rows(LOCK_ROWS_OF_BOOKING, &[&id])
-        .await?
+/// A booking locked whole ([`LOCK_BOOKING`]).
+pub struct LockedBooking {
+    /// The lead row (a booking of one: the reservation), with the booking's items.
+    pub lead: Reservation,
+    /// Every row of the booking, the lead first.
+    pub rows: Vec<RowState>,
+}
+
+/// Locks every row of a booking ([`LOCK_BOOKING`]); `None` when there is none.
+pub async fn lock_booking(c: &impl GenericClient, id: Uuid) -> Result<Option<LockedBooking>, DbError> {
+    let rows = c.rows(LOCK_BOOKING, &[&id]).await?;
+    let Some(lead) = rows.first() else { return Ok(None) };
+    let mut lead = from_row(lead)?;
+    if lead.id != id {
+        return Err(DbError::Corrupt(format!("booking {id} has items but no lead row")));
+    }
+    let states = rows
         .iter()
-        .map(|row| {
-            Ok(RowState { status: row.try_get::<_, &str>("status")?.parse()?, expires_at: row.try_get("expires_at")? })
-        })
-        .collect()
+        .map(|row| Ok(RowState { status: row.try_get::<_, &str>("status")?.parse()?, expires_at: row.try_get("expires_at")? }))
+        .collect::<Result<Vec<_>, DbError>>()?;
+    // A booking of several: its items are its rows, in order (`from_row` alone reads
+    // a row as a booking of its one resource).
+    if rows[0].try_get::<_, Option<i16>>("item")?.is_some() {
+        lead.items = rows
+            .iter()
+            .map(|row| Ok(Item { resource_id: row.try_get("resource_id")?, pool_id: row.try_get("pool_id")?, quantity: row.try_get("quantity")? }))
+            .collect::<Result<_, DbError>>()?;
+    }
+    Ok(Some(LockedBooking { lead, rows: states }))
 }
 
 /// Records a booking's event ([`BOOKING_EVENT`]).
