@@ -252,6 +252,46 @@ CREATE FUNCTION public.reservation_event(p_id uuid, p_resource_id uuid, p_owner 
 $$;
 
 --
+-- Name: reservation_expire_lapsed(uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_expire_lapsed(p_ids uuid[], p_now timestamp with time zone) RETURNS TABLE(id uuid, resource_id uuid, owner text, starts_at timestamp with time zone, ends_at timestamp with time zone, quantity integer, status text, expires_at timestamp with time zone, failure_reason text, source text, created_at timestamp with time zone, updated_at timestamp with time zone, metadata jsonb, acted_by text, series_id uuid)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+BEGIN
+    IF cardinality(p_ids) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM 1 FROM reservations l
+    WHERE l.id IN (SELECT b.booking_id FROM reservations b WHERE b.id = ANY (p_ids) AND b.booking_id IS NOT NULL)
+    ORDER BY l.id
+    FOR UPDATE OF l;
+    RETURN QUERY
+    WITH exp AS (
+        UPDATE reservations r SET status = 'EXPIRED', updated_at = p_now, acted_by = NULL
+        WHERE r.id = ANY (p_ids) AND r.status = 'HELD' AND r.expires_at <= p_now
+        RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
+                  r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by,
+                  r.series_id, r.booking_id
+    ), ev AS (
+        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
+        SELECT 'reservation.expired', exp.id,
+               reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
+                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by,
+                                 reservation_items(exp.id, exp.resource_id, exp.quantity))
+               || jsonb_strip_nulls(jsonb_build_object('series_id', exp.series_id)),
+               p_now, p_now
+        FROM exp
+        WHERE exp.booking_id IS NULL OR exp.booking_id = exp.id
+    )
+    SELECT exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity, exp.status, exp.expires_at,
+           exp.failure_reason, exp.source, exp.created_at, exp.updated_at, exp.metadata, exp.acted_by, exp.series_id
+    FROM exp;
+END
+$$;
+
+--
 -- Name: reservation_hold(uuid, uuid, text, timestamp with time zone, timestamp with time zone, integer, boolean, timestamp with time zone, jsonb, uuid, text, text, text, text, bytea, timestamp with time zone, text, smallint, jsonb, bytea, bigint, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -808,43 +848,23 @@ CREATE FUNCTION public.reservation_insert_if_fits(p_id uuid, p_resource uuid, p_
     AS $$
 #variable_conflict use_column
 BEGIN
+    -- The lapsed holds over the range first, in a statement of their own, so that the
+    -- insert's snapshot is taken after them (and after the locks of their bookings'
+    -- leads): their capacity is free for the load and the exclusion constraint.
     RETURN QUERY
-    WITH leads AS (
-        -- The leads of the bookings of several it writes down, locked first, in id
-        -- order (a booking's lead before its items): see lapse.rs, expire_lapsed_where.
-        SELECT l.id FROM reservations l
-        WHERE l.id IN (SELECT b.booking_id FROM reservations b
-                       WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
-                         AND b.period && tstzrange(p_start, p_end, '[)') AND b.booking_id IS NOT NULL)
-        ORDER BY l.id
-        FOR UPDATE OF l
-    ), exp AS (
-        UPDATE reservations r SET status = 'EXPIRED', updated_at = p_now, acted_by = NULL
-        WHERE r.resource_id = p_resource AND r.status = 'HELD' AND r.expires_at <= p_now
-          AND r.period && tstzrange(p_start, p_end, '[)')
-          AND (SELECT count(*) FROM leads) >= 0
-        RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
-                  r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by
-    ), exp_ev AS (
-        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT 'reservation.expired', exp.id,
-               reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
-                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by,
-                                 reservation_items(exp.id, exp.resource_id, exp.quantity))
-               || reservation_series_field(exp.id),
-               p_now, p_now
-        FROM exp
-        WHERE NOT reservation_is_item(exp.id)
-        RETURNING 1
-    ), gate AS (
-        SELECT count(*) AS expired FROM exp
-    ), ins AS (
+    SELECT false, e.id, e.resource_id, e.owner, e.starts_at, e.ends_at, e.quantity, e.status, e.expires_at,
+           e.failure_reason, e.source, e.created_at, e.updated_at, e.metadata, e.acted_by
+    FROM reservation_expire_lapsed(ARRAY(
+        SELECT b.id FROM reservations b
+        WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
+          AND b.period && tstzrange(p_start, p_end, '[)')), p_now) e;
+    RETURN QUERY
+    WITH ins AS (
         INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity,
                                        status, expires_at, failure_reason, source, created_at, updated_at,
                                        metadata, acted_by, booking_id, item, pool_id)
         SELECT p_id, p_resource, p_capacity, p_owner, p_start, p_end, p_quantity, p_status, p_expires_at,
                p_failure_reason, p_source, p_now, p_now, p_metadata, p_acted_by, p_booking_id, p_item, p_pool_id
-        FROM gate
         WHERE (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now) l) + p_quantity <= p_capacity
         RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
                   r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by
@@ -855,13 +875,10 @@ BEGIN
                reservation_event(ins.id, ins.resource_id, ins.owner, ins.starts_at, ins.ends_at, ins.quantity,
                                  ins.status, ins.source, ins.failure_reason, ins.metadata, ins.acted_by, NULL),
                p_now, p_now
-        -- After the expiries' events (exp_ev), so the log reads in the order things happened.
-        FROM ins, (SELECT count(*) FROM exp_ev) AS expiries_logged
+        FROM ins
         WHERE ins.status IN ('HELD', 'CONFIRMED') AND p_booking_id IS NULL
     )
-    SELECT true, ins.* FROM ins
-    UNION ALL
-    SELECT false, exp.* FROM exp;
+    SELECT true, ins.* FROM ins;
 END
 $$;
 
@@ -939,42 +956,21 @@ CREATE FUNCTION public.reservation_move_if_fits(p_id uuid, p_resource uuid, p_ca
     AS $$
 #variable_conflict use_column
 BEGIN
+    -- The lapsed holds over the new range first, in a statement of their own (see
+    -- reservation_insert_if_fits).
     RETURN QUERY
-    WITH leads AS (
-        -- The leads of the bookings of several it writes down, locked first, in id
-        -- order (a booking's lead before its items): see lapse.rs, expire_lapsed_where.
-        SELECT l.id FROM reservations l
-        WHERE l.id IN (SELECT b.booking_id FROM reservations b
-                       WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
-                         AND b.period && tstzrange(p_start, p_end, '[)') AND b.booking_id IS NOT NULL)
-        ORDER BY l.id
-        FOR UPDATE OF l
-    ), exp AS (
-        UPDATE reservations r SET status = 'EXPIRED', updated_at = p_now, acted_by = NULL
-        WHERE r.resource_id = p_resource AND r.status = 'HELD' AND r.expires_at <= p_now
-          AND r.period && tstzrange(p_start, p_end, '[)') AND r.id <> p_id
-          AND (SELECT count(*) FROM leads) >= 0
-        RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
-                  r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by
-    ), exp_ev AS (
-        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT 'reservation.expired', exp.id,
-               reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
-                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by,
-                                 reservation_items(exp.id, exp.resource_id, exp.quantity))
-               || reservation_series_field(exp.id),
-               p_now, p_now
-        FROM exp
-        WHERE NOT reservation_is_item(exp.id)
-        RETURNING 1
-    ), gate AS (
-        SELECT count(*) AS expired FROM exp
-    ), upd AS (
+    SELECT false, e.id, e.resource_id, e.owner, e.starts_at, e.ends_at, e.quantity, e.status, e.expires_at,
+           e.failure_reason, e.source, e.created_at, e.updated_at, e.metadata, e.acted_by
+    FROM reservation_expire_lapsed(ARRAY(
+        SELECT b.id FROM reservations b
+        WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
+          AND b.period && tstzrange(p_start, p_end, '[)') AND b.id <> p_id), p_now) e;
+    RETURN QUERY
+    WITH upd AS (
         UPDATE reservations r
         SET starts_at = p_start, ends_at = p_end, quantity = p_quantity, metadata = p_metadata,
             acted_by = p_acted_by, updated_at = p_now,
             reschedules = r.reschedules + CASE WHEN p_event = 'reservation.rescheduled' THEN 1 ELSE 0 END
-        FROM gate
         WHERE r.id = p_id
           AND (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now, p_id) l) + p_quantity
               <= p_capacity
@@ -988,13 +984,11 @@ BEGIN
                                  reservation_items(upd.id, upd.resource_id, upd.quantity))
                || reservation_series_field(upd.id),
                p_now, p_now
-        FROM upd, (SELECT count(*) FROM exp_ev) AS expiries_logged
+        FROM upd
         -- An item of a booking of several: its lead's move is the booking's event.
         WHERE NOT reservation_is_item(upd.id)
     )
-    SELECT true, upd.* FROM upd
-    UNION ALL
-    SELECT false, exp.* FROM exp;
+    SELECT true, upd.* FROM upd;
 END
 $$;
 

@@ -10,11 +10,11 @@
 -- Writing a lapse down only lowers a load, so it needs no resource lock; every path
 -- that raises a load, or confirms or extends this booking, takes the locks of the
 -- resources it touches (for a whole booking: every item's), and so never runs beside
--- this. Every statement that writes lapses down locks the leads of the bookings it
--- touches first, in id order (lapse.rs, reservation_insert_if_fits,
--- reservation_move_if_fits), as every operation on a booking does (lock_owned): so the
--- statement that fired this holds the lead, a second write-down of the same booking
--- from another resource waits for it, and the siblings' rows are free to take.
+-- this. Every write-down of lapses (reservation_expire_lapsed) locks the leads of the
+-- bookings it touches first, in id order, as every operation on a booking does
+-- (lock_owned): so the transaction that fired this holds the lead, a second write-down
+-- of the same booking from another resource waits for it, and the siblings' rows are
+-- free to take.
 --
 -- The siblings' resources are owed a hand-over to their waitlists that needs their
 -- locks: each range is recorded in handovers_owed, and the sweep offers it.

@@ -3,8 +3,8 @@
 -- itself left out: 10:00-11:00 may move to 10:30-11:30), and records p_event
 -- (reservation.rescheduled, or reservation.updated when only the metadata changed),
 -- counting the moves in `reschedules`.
--- Like the insert, it first writes down the lapsed holds over the new range, and reads
--- their count before it updates. Returns the moved row (moved = true, absent when it
+-- Like the insert, it first writes down the lapsed holds over the new range
+-- (reservation_expire_lapsed), in a statement before the update. Returns the moved row (moved = true, absent when it
 -- does not fit) and the holds it expired (moved = false). Call it under the resource
 -- lock, holding the reservation's lock.
 CREATE OR REPLACE FUNCTION reservation_move_if_fits(
@@ -17,42 +17,21 @@ CREATE OR REPLACE FUNCTION reservation_move_if_fits(
 ) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
+    -- The lapsed holds over the new range first, in a statement of their own (see
+    -- reservation_insert_if_fits).
     RETURN QUERY
-    WITH leads AS (
-        -- The leads of the bookings of several it writes down, locked first, in id
-        -- order (a booking's lead before its items): see lapse.rs, expire_lapsed_where.
-        SELECT l.id FROM reservations l
-        WHERE l.id IN (SELECT b.booking_id FROM reservations b
-                       WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
-                         AND b.period && tstzrange(p_start, p_end, '[)') AND b.booking_id IS NOT NULL)
-        ORDER BY l.id
-        FOR UPDATE OF l
-    ), exp AS (
-        UPDATE reservations r SET status = 'EXPIRED', updated_at = p_now, acted_by = NULL
-        WHERE r.resource_id = p_resource AND r.status = 'HELD' AND r.expires_at <= p_now
-          AND r.period && tstzrange(p_start, p_end, '[)') AND r.id <> p_id
-          AND (SELECT count(*) FROM leads) >= 0
-        RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
-                  r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by
-    ), exp_ev AS (
-        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT 'reservation.expired', exp.id,
-               reservation_event(exp.id, exp.resource_id, exp.owner, exp.starts_at, exp.ends_at, exp.quantity,
-                                 exp.status, exp.source, exp.failure_reason, exp.metadata, exp.acted_by,
-                                 reservation_items(exp.id, exp.resource_id, exp.quantity))
-               || reservation_series_field(exp.id),
-               p_now, p_now
-        FROM exp
-        WHERE NOT reservation_is_item(exp.id)
-        RETURNING 1
-    ), gate AS (
-        SELECT count(*) AS expired FROM exp
-    ), upd AS (
+    SELECT false, e.id, e.resource_id, e.owner, e.starts_at, e.ends_at, e.quantity, e.status, e.expires_at,
+           e.failure_reason, e.source, e.created_at, e.updated_at, e.metadata, e.acted_by
+    FROM reservation_expire_lapsed(ARRAY(
+        SELECT b.id FROM reservations b
+        WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
+          AND b.period && tstzrange(p_start, p_end, '[)') AND b.id <> p_id), p_now) e;
+    RETURN QUERY
+    WITH upd AS (
         UPDATE reservations r
         SET starts_at = p_start, ends_at = p_end, quantity = p_quantity, metadata = p_metadata,
             acted_by = p_acted_by, updated_at = p_now,
             reschedules = r.reschedules + CASE WHEN p_event = 'reservation.rescheduled' THEN 1 ELSE 0 END
-        FROM gate
         WHERE r.id = p_id
           AND (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now, p_id) l) + p_quantity
               <= p_capacity
@@ -66,12 +45,10 @@ BEGIN
                                  reservation_items(upd.id, upd.resource_id, upd.quantity))
                || reservation_series_field(upd.id),
                p_now, p_now
-        FROM upd, (SELECT count(*) FROM exp_ev) AS expiries_logged
+        FROM upd
         -- An item of a booking of several: its lead's move is the booking's event.
         WHERE NOT reservation_is_item(upd.id)
     )
-    SELECT true, upd.* FROM upd
-    UNION ALL
-    SELECT false, exp.* FROM exp;
+    SELECT true, upd.* FROM upd;
 END
 $$;

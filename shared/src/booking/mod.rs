@@ -33,9 +33,9 @@
 //! row shared and then exclusively: two doing so deadlock.
 //!
 //! Within the reservation rows, a booking's lead comes before its items everywhere:
-//! every statement that writes lapses down locks the leads of the bookings it touches
-//! first, in id order, before any row (`lapse::expire_lapsed_where!`,
-//! `reservation_insert_if_fits`, `reservation_move_if_fits`), so the trigger
+//! every write-down of lapses locks the leads of the bookings it touches first, in id
+//! order, before any row (`reservation_expire_lapsed`, which every statement that
+//! writes lapses down calls), so the trigger
 //! `reservation_booking_lapse`, which writes the rest of a booking down, holds its
 //! lead, and two write-downs of one booking from two of its resources wait for each
 //! other instead of deadlocking.

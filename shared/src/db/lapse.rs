@@ -4,9 +4,9 @@
 //! down first (with its `reservation.expired` event) and hands the capacity over to
 //! the waitlist; the sweep writes down the rest.
 
-use super::reservations::{columns, event_payload, from_row};
+use super::reservations::{columns, from_row};
 use super::{DbError, GenericClient};
-use crate::domain::{EventKind, Reservation};
+use crate::domain::Reservation;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -22,67 +22,31 @@ statements![
 ];
 
 /// Writes down the lapse of the held rows of resource `$1` lapsed at `$4` that also
-/// meet `$cond`, with their `$5` (`reservation.expired`) events (none for the items of a
-/// booking of several but its lead), and returns them. The last arm takes the
-/// placeholders of now and of the kind, and CTEs to run first (`with:`).
+/// meet `$cond`, with their `reservation.expired` events (`reservation_expire_lapsed`,
+/// the one home of a write-down), and returns them. The last arm takes the placeholder
+/// of now, and CTEs to run first (`with:`).
 macro_rules! expire_lapsed_where {
     ($cond:literal) => {
         expire_lapsed_where!(resource: "resource_id = $1", $cond)
     };
     (resource: $resource:literal, $cond:literal) => {
-        expire_lapsed_where!(with: "", resource: $resource, now: "$4", kind: "$5", $cond)
+        expire_lapsed_where!(with: "", resource: $resource, now: "$4", $cond)
     };
-    (with: $with:literal, resource: $resource:literal, now: $now:literal, kind: $kind:literal, $cond:literal) => {
+    (with: $with:literal, resource: $resource:literal, now: $now:literal, $cond:literal) => {
         concat!(
-            r#"
-    WITH "#,
+            "WITH ",
             $with,
-            // The leads of the bookings of several it writes down, locked first and in
-            // id order (the lock order: a booking's lead before its items): two
-            // write-downs of one booking from two of its resources then wait for each
-            // other, and the first writes the whole booking down (the trigger
-            // `reservation_booking_lapse`) before the second looks.
-            r#"leads AS (
-        SELECT l.id FROM reservations l
-        WHERE l.id IN (SELECT booking_id FROM reservations
-                       WHERE "#,
+            "lapsed AS (SELECT id FROM reservations WHERE ",
             $resource,
-            r#" AND status = 'HELD' AND expires_at <= "#,
+            " AND status = 'HELD' AND expires_at <= ",
             $now,
-            r#" AND "#,
+            " AND ",
             $cond,
-            r#" AND booking_id IS NOT NULL)
-        ORDER BY l.id
-        FOR UPDATE OF l
-    ), exp AS (
-        UPDATE reservations SET status = 'EXPIRED', updated_at = "#,
-            $now,
-            r#", acted_by = NULL
-        WHERE "#,
-            $resource,
-            r#" AND status = 'HELD' AND expires_at <= "#,
-            $now,
-            r#" AND "#,
-            $cond,
-            r#" AND (SELECT count(*) FROM leads) >= 0
-        RETURNING "#,
+            ") SELECT ",
             columns!(),
-            r#", series_id
-    ), ev AS (
-        INSERT INTO outbox (kind, subject_id, payload, created_at, next_attempt_at)
-        SELECT "#,
-            $kind,
-            r#"::text, exp.id, "#,
-            event_payload!("exp"),
-            ", ",
+            ", series_id FROM reservation_expire_lapsed(ARRAY(SELECT id FROM lapsed), ",
             $now,
-            ", ",
-            $now,
-            r#" FROM exp WHERE NOT reservation_is_item(exp.id)
-    )
-    SELECT "#,
-            columns!(),
-            r#" FROM exp"#
+            ")"
         )
     };
 }
@@ -90,7 +54,7 @@ macro_rules! expire_lapsed_where {
 /// Writes down the lapse of the holds that overlap a range (`$3` NULL: unbounded), so
 /// that they stop counting for the exclusion constraint too (its predicate cannot know
 /// the time). Run it under the resource lock; it returns what it expired, for the
-/// hand-over to the waitlist. `$5` is the event kind, `reservation.expired`.
+/// hand-over to the waitlist.
 pub const EXPIRE_LAPSED_OVERLAPPING: &str = expire_lapsed_where!("period && tstzrange($2, $3, '[)')");
 
 /// [`EXPIRE_LAPSED_OVERLAPPING`] on every resource of `$1` (an array) at once: a
@@ -114,15 +78,12 @@ pub const EXPIRE_LAPSED_KEEPING_BUFFERS: &str = expire_lapsed_where!(
 /// statement of its own, reads them afresh.
 pub const CLAIM_LAPSED_RESOURCE: &str = "SELECT reservation_claim_lapsed($1) AS id";
 
-/// Up to `$3` of the holds of resource `$1` lapsed by `$2`, expired with their `$4`
-/// (`reservation.expired`) events (none for the items of a booking of several but its
-/// lead); run under the resource lock [`CLAIM_LAPSED_RESOURCE`] took.
+/// Up to `$3` of the holds of resource `$1` lapsed by `$2`, oldest first, expired with
+/// their events; run under the resource lock [`CLAIM_LAPSED_RESOURCE`] took.
 pub const EXPIRE_LAPSED_BATCH: &str = expire_lapsed_where!(
     with: "batch AS (
-        -- A CTE, run once: as an `IN` sub-select it could be run again for each row,
-        -- each run passing over the rows already updated and bringing the next ones.
         -- Not locked here (the leads are locked before any row of their bookings): the
-        -- update re-checks each at its latest version, and a row written down since
+        -- write-down re-checks each at its latest version, and a row written down since
         -- this statement's snapshot is passed over for the next batch.
         SELECT r.id AS batch_id FROM reservations r
         WHERE r.resource_id = $1 AND r.status = 'HELD' AND r.expires_at <= $2
@@ -130,7 +91,6 @@ pub const EXPIRE_LAPSED_BATCH: &str = expire_lapsed_where!(
     ), ",
     resource: "resource_id = $1",
     now: "$2",
-    kind: "$4",
     "id IN (SELECT batch_id FROM batch)"
 );
 
@@ -158,8 +118,7 @@ pub async fn expire_lapsed_overlapping(
     end: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    let kind = EventKind::ReservationExpired.as_str();
-    c.rows(EXPIRE_LAPSED_OVERLAPPING, &[&resource_id, &start, &end, &now, &kind]).await?.iter().map(from_row).collect()
+    c.rows(EXPIRE_LAPSED_OVERLAPPING, &[&resource_id, &start, &end, &now]).await?.iter().map(from_row).collect()
 }
 
 /// See [`EXPIRE_LAPSED_OVERLAPPING_ANY`].
@@ -170,8 +129,7 @@ pub async fn expire_lapsed_overlapping_any(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    let kind = EventKind::ReservationExpired.as_str();
-    c.rows(EXPIRE_LAPSED_OVERLAPPING_ANY, &[&resource_ids, &start, &end, &now, &kind])
+    c.rows(EXPIRE_LAPSED_OVERLAPPING_ANY, &[&resource_ids, &start, &end, &now])
         .await?
         .iter()
         .map(from_row)
@@ -186,8 +144,7 @@ pub async fn expire_lapsed_keeping_buffers(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    let kind = EventKind::ReservationExpired.as_str();
-    c.rows(EXPIRE_LAPSED_KEEPING_BUFFERS, &[&resource_id, &start, &end, &now, &kind])
+    c.rows(EXPIRE_LAPSED_KEEPING_BUFFERS, &[&resource_id, &start, &end, &now])
         .await?
         .iter()
         .map(from_row)
@@ -206,8 +163,7 @@ pub async fn expire_lapsed_batch(
     now: DateTime<Utc>,
     limit: i64,
 ) -> Result<Vec<Reservation>, DbError> {
-    let kind = EventKind::ReservationExpired.as_str();
-    c.rows(EXPIRE_LAPSED_BATCH, &[&resource_id, &now, &limit, &kind]).await?.iter().map(from_row).collect()
+    c.rows(EXPIRE_LAPSED_BATCH, &[&resource_id, &now, &limit]).await?.iter().map(from_row).collect()
 }
 
 /// See [`ANY_LAPSED`].

@@ -122,6 +122,7 @@ const FUNCTIONS: &[(&str, &str)] = &[
     ("reservation_booking_lapse", include_str!("../../../sql/functions/reservation_booking_lapse.sql")),
     ("reservation_claim_lapsed", include_str!("../../../sql/functions/reservation_claim_lapsed.sql")),
     ("reservation_event", include_str!("../../../sql/functions/reservation_event.sql")),
+    ("reservation_expire_lapsed", include_str!("../../../sql/functions/reservation_expire_lapsed.sql")),
     ("reservation_hold", include_str!("../../../sql/functions/reservation_hold.sql")),
     ("reservation_hold_items", include_str!("../../../sql/functions/reservation_hold_items.sql")),
     ("reservation_insert_if_fits", include_str!("../../../sql/functions/reservation_insert_if_fits.sql")),

@@ -85,7 +85,6 @@ macro_rules! event_payload {
         )
     };
 }
-pub(super) use event_payload;
 
 /// The conditional insert: writes down the lapsed holds that overlap the new
 /// reservation, then inserts it only if its quantity fits under the capacity at every
