@@ -217,7 +217,7 @@ pub async fn run_intent_worker(
             message.message_id = Some(envelope.id.to_string());
             message.body = serde_json::to_string(&envelope).ok();
             let done = intent_worker::process_message(&state, &message).await;
-            shared::outbox::events_written(&state).await;
+            shared::outbox::publish_written(&state, shared::outbox::Written::MaybeSome).await;
             if !done {
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 let _ = requeue.send(envelope);
@@ -244,7 +244,7 @@ pub async fn run_intent_worker_on_sqs(state: AppState, sqs: shared::sqs::Sqs, qu
             message.message_id = Some(m.message_id);
             message.body = Some(m.body);
             let done = intent_worker::process_message(&state, &message).await;
-            shared::outbox::events_written(&state).await;
+            shared::outbox::publish_written(&state, shared::outbox::Written::MaybeSome).await;
             if done && let Err(error) = sqs.delete_message(&queue_url, &m.receipt_handle).await {
                 tracing::warn!(%error, "delete failed: the message comes back after its visibility timeout");
             }
@@ -335,7 +335,9 @@ async fn deliver_event(notifier: &notifier::Notifier, envelope: shared::outbox::
     for attempt in 1..=NOTIFIER_TRIES {
         // The try's number, as SQS would count it, for the delivery log.
         message.attributes.insert("ApproximateReceiveCount".into(), attempt.to_string());
-        if notifier::process_message(notifier, &message).await == notifier::Processed::Delivered {
+        let handled = notifier::process_message(notifier, &message).await;
+        shared::outbox::publish_written(&notifier.state, handled.written).await;
+        if handled.processed == notifier::Processed::Delivered {
             return;
         }
         if attempt < NOTIFIER_TRIES {

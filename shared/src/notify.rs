@@ -129,10 +129,11 @@ pub fn verify(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
     /// Every endpoint that wants the event has it (`sent` of them by this attempt; zero
-    /// when none wants it or all had it already).
-    Done { sent: usize },
+    /// when none wants it or all had it already); `disabled` endpoints were disabled
+    /// by this attempt, each with its `webhook.endpoint_disabled` event written.
+    Done { sent: usize, disabled: usize },
     /// Some endpoint did not accept it: deliver the message again.
-    Retry { sent: usize, failed: usize },
+    Retry { sent: usize, failed: usize, disabled: usize },
     /// Not an event at all; only the dead-letter queue can take it.
     Unreadable,
 }
@@ -232,7 +233,6 @@ async fn record(pool: &Pool, attempt: webhooks::NewAttempt<'_>, answer: &Answer)
     {
         tracing::warn!(%endpoint_id, reason = ?disabled.disabled_reason, "webhook endpoint disabled");
         webhooks::insert_disabled_event(&tx, &disabled).await?;
-        crate::outbox::wrote_an_event();
         disabled_now = true;
     }
     tx.commit().await?;
@@ -271,7 +271,7 @@ pub async fn deliver(
         targets
     };
     if targets.is_empty() {
-        return Ok(Delivery::Done { sent: 0 });
+        return Ok(Delivery::Done { sent: 0, disabled: 0 });
     }
     let now = clock.now();
     let outcomes = futures::future::join_all(targets.iter().map(|target| async move {
@@ -282,7 +282,7 @@ pub async fn deliver(
         }
     }))
     .await;
-    let (mut sent, mut failed) = (0, 0);
+    let (mut sent, mut failed, mut disabled) = (0, 0, 0);
     for (target, answer) in targets.iter().zip(outcomes) {
         let retries = !target.disabled && !answer.accepted();
         let attempt = webhooks::NewAttempt {
@@ -305,6 +305,7 @@ pub async fn deliver(
             sent += 1;
         } else if disabled_now {
             // Nothing more goes to it: the message is done with it.
+            disabled += 1;
             tracing::warn!(event_id = %head.id, endpoint_id = %target.id, "webhook endpoint disabled by this attempt");
         } else {
             failed += 1;
@@ -313,7 +314,7 @@ pub async fn deliver(
         }
     }
     crate::metrics::emit(&[("WebhookDeliveries", sent as f64, "Count"), ("WebhookFailures", failed as f64, "Count")]);
-    Ok(if failed == 0 { Delivery::Done { sent } } else { Delivery::Retry { sent, failed } })
+    Ok(if failed == 0 { Delivery::Done { sent, disabled } } else { Delivery::Retry { sent, failed, disabled } })
 }
 
 /// What [`send_resends`] did.

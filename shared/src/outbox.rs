@@ -11,7 +11,6 @@ use crate::domain::EventKind;
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
-use std::cell::RefCell;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -154,7 +153,7 @@ pub enum EventsRelay {
     /// The function that committed: it publishes a batch of due events, its own among
     /// them, before it answers (in Lambda, work after the answer is not sure to run),
     /// or, when its event was leased to it at write, that event alone
-    /// ([`lease_for_this_request`]). The sweep stays the backstop.
+    /// ([`EventsRelay::lease`]). The sweep stays the backstop.
     AfterRequest(Queue),
 }
 
@@ -168,28 +167,60 @@ impl EventsRelay {
             queue => EventsRelay::AfterRequest(queue),
         }
     }
+
+    /// The lease of an event written now by a request that publishes it itself: with
+    /// [`EventsRelay::AfterRequest`], the event is written claimed until then, so no
+    /// relay takes it first, and its request publishes and marks it, one statement
+    /// beside its write rather than two. Elsewhere `None`: the event waits for a relay.
+    ///
+    /// Only a write whose event is its request's only one, and the first of its
+    /// subject, takes the lease (the hold of `reservation_hold`, whose subject is the
+    /// reservation it makes): no earlier event of the subject can be waiting, and
+    /// nothing else the request wrote waits for a claim.
+    pub fn lease(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        matches!(self, EventsRelay::AfterRequest(_)).then(|| now + LEASE)
+    }
 }
 
-/// Runs a request that may write events (any request that changes state) and, once it
-/// is done, publishes them before handing back its outcome, or wakes the relay that
-/// will ([`events_written`]). With [`EventsRelay::AfterRequest`], a request whose event
-/// was leased to it at write publishes just that event, and claims nothing.
-pub async fn publishing<T>(state: &crate::AppState, work: impl Future<Output = T>) -> T {
-    let EventsRelay::AfterRequest(queue) = state.events.as_ref() else {
-        let outcome = work.await;
-        events_written(state).await;
-        return outcome;
-    };
-    let (outcome, written) = WRITTEN
-        .scope(RefCell::new(Written::Unknown), async {
-            let outcome = work.await;
-            (outcome, WRITTEN.with(RefCell::take))
-        })
-        .await;
-    match written {
-        Written::Unknown => events_written(state).await,
-        Written::Nothing => {}
-        Written::Leased(events) => {
+/// What a request wrote of events: the operation that wrote them says so in what it
+/// returns, and the handler passes it on ([`publish_written`]). The default, for an
+/// operation that does not know, is the safe one: a claim after the request.
+#[must_use = "the request's events are published only when the relay is told what was written"]
+#[derive(Debug, Default)]
+pub enum Written {
+    /// Maybe some: a claim after the request publishes them, or the relay is woken.
+    #[default]
+    MaybeSome,
+    /// None: no claim after the request.
+    Nothing,
+    /// Its events, written under [`EventsRelay::lease`]: the request publishes them.
+    Leased(Vec<outbox::Event>),
+}
+
+impl Written {
+    /// What two parts of one request wrote together.
+    pub fn and(self, other: Written) -> Written {
+        match (self, other) {
+            (Written::Nothing, written) | (written, Written::Nothing) => written,
+            (Written::Leased(mut events), Written::Leased(more)) => {
+                events.extend(more);
+                Written::Leased(events)
+            }
+            _ => Written::MaybeSome,
+        }
+    }
+}
+
+/// Once a request that changed state has committed: publishes what it wrote before it
+/// answers (in Lambda, work after the answer is not sure to run), or wakes the relay
+/// that will. With [`EventsRelay::AfterRequest`], events leased to the request are
+/// published alone, with no claim; otherwise a claim takes whatever is due.
+pub async fn publish_written(state: &crate::AppState, written: Written) {
+    match (state.events.as_ref(), written) {
+        (_, Written::Nothing) => {}
+        (EventsRelay::Sweep, _) => {}
+        (EventsRelay::Background(wake), _) => wake.notify_one(),
+        (EventsRelay::AfterRequest(queue), Written::Leased(events)) => {
             let mut report = RelayReport::default();
             let run = publish_claimed(&state.pool, state.clock.as_ref(), queue, &events, &mut report).await;
             // A leased event left unpublished goes with a relay once its lease has passed.
@@ -197,75 +228,7 @@ pub async fn publishing<T>(state: &crate::AppState, work: impl Future<Output = T
                 tracing::warn!(error = %e, "could not publish events; the next relay will");
             }
         }
-    }
-    outcome
-}
-
-/// What a request in [`publishing`]'s scope is known to have written of events.
-#[derive(Default)]
-enum Written {
-    /// Maybe some: a claim after the request publishes them.
-    #[default]
-    Unknown,
-    /// Its events, written with [`lease_for_this_request`]'s lease, handed over by
-    /// [`leased`]: the request publishes them.
-    Leased(Vec<outbox::Event>),
-    /// None ([`wrote_no_event`]): no claim after the request.
-    Nothing,
-}
-
-tokio::task_local! {
-    static WRITTEN: RefCell<Written>;
-}
-
-/// The lease of an event written now that the request writing it publishes itself:
-/// `None` outside [`publishing`]'s scope with [`EventsRelay::AfterRequest`], where the
-/// event is left for a relay to claim.
-///
-/// Leased at write, the event needs no claim: its request publishes it and marks it,
-/// one statement beside its write rather than two. Only a write whose event is its
-/// request's only one, and the first of its subject, takes the lease (the hold of
-/// `reservation_hold`, whose subject is the reservation it makes): no earlier event of
-/// the subject can be waiting, and nothing else the request wrote waits for a claim.
-pub fn lease_for_this_request(now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    WRITTEN.try_with(|_| now + LEASE).ok()
-}
-
-/// Hands the request an event written with [`lease_for_this_request`]'s lease.
-pub fn leased(event: outbox::Event) {
-    // Outside the scope nothing is leased, so nothing is handed over.
-    let _ = WRITTEN.try_with(|written| match &mut *written.borrow_mut() {
-        Written::Leased(events) => events.push(event),
-        other => *other = Written::Leased(vec![event]),
-    });
-}
-
-/// Tells the request that it has written no event so far, and that whatever writes one
-/// after this says so ([`wrote_an_event`]): unless one does, no claim runs after the
-/// request. Called where that is plain: by the one-statement hold's refusal, after
-/// which the request writes nothing, and at the start of the notifier's batch, whose
-/// one event (an endpoint disabled) says so.
-pub fn wrote_no_event() {
-    let _ = WRITTEN.try_with(|written| written.replace(Written::Nothing));
-}
-
-/// An event written after [`wrote_no_event`]: a claim runs after the request.
-pub fn wrote_an_event() {
-    let _ = WRITTEN.try_with(|written| {
-        let mut written = written.borrow_mut();
-        if matches!(*written, Written::Nothing) {
-            *written = Written::Unknown;
-        }
-    });
-}
-
-/// After a request that may have written events (any request that changes state),
-/// once it has committed: publish them, or wake the relay that will.
-pub async fn events_written(state: &crate::AppState) {
-    match state.events.as_ref() {
-        EventsRelay::Sweep => {}
-        EventsRelay::Background(wake) => wake.notify_one(),
-        EventsRelay::AfterRequest(queue) => {
+        (EventsRelay::AfterRequest(queue), Written::MaybeSome) => {
             let run = relay(&state.pool, state.clock.as_ref(), queue, Topic::Events, Duration::ZERO).await;
             // Unpublished rows stay: the next request's relay, or the sweep's, sends them.
             if let Err(e) = run {

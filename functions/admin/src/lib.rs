@@ -33,12 +33,13 @@ use shared::booking::{self, NewPool, NewResource, PoolChange, ResourceChange, Re
 use shared::domain::{Authority, PoolStrategy, Principal};
 use shared::http::fields::{self, Fields};
 use shared::http::{
-    ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, resources_query, respond_publishing,
-    route_for, run_idempotent, waitlist_query,
+    Answered, ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, resources_query,
+    respond_publishing, route_for, run_idempotent, waitlist_query,
 };
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
-    Ok(respond_publishing(state, &req, serve(state, &req)).await)
+    // Each request may have written events: a claim after it publishes them.
+    Ok(respond_publishing(state, &req, async { serve(state, &req).await.map(Answered::from) }).await)
 }
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {

@@ -13,12 +13,13 @@ use lambda_http::{Body, Error, Request, Response};
 use shared::AppState;
 use shared::booking::{self, Approval, Confirmed, Scope};
 use shared::http::{
-    ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, respond_publishing, route_for,
-    run_idempotent,
+    Answered, ApiError, EmptyBody, Function, Op, Reply, fingerprint, json_body, principal, respond_publishing,
+    route_for, run_idempotent,
 };
 
 pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, Error> {
-    Ok(respond_publishing(state, &req, serve(state, &req)).await)
+    // Each request may have written events: a claim after it publishes them.
+    Ok(respond_publishing(state, &req, async { serve(state, &req).await.map(Answered::from) }).await)
 }
 
 async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {

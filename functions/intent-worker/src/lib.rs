@@ -57,7 +57,7 @@ pub async fn handler(state: &AppState, event: LambdaEvent<SqsEvent>) -> Result<S
         .collect()
         .await;
     // The confirmations and releases committed: their events go out before the answer.
-    shared::outbox::events_written(state).await;
+    shared::outbox::publish_written(state, shared::outbox::Written::MaybeSome).await;
     let mut response = SqsBatchResponse::default();
     for (message, ok) in records.iter().zip(outcomes) {
         if !ok {

@@ -23,6 +23,7 @@ use chrono::Duration;
 use lambda_runtime::{Error, LambdaEvent};
 use shared::AppState;
 use shared::notify::{Delivery, Sender, deliver, random_jitter, retry_wait};
+use shared::outbox::Written;
 use std::collections::HashMap;
 
 /// What the handler needs: the application state and the HTTP sender, built once.
@@ -77,35 +78,46 @@ pub enum Processed {
     Again { wait: Option<Duration> },
 }
 
+/// What became of a message, and what delivering it wrote of events: an endpoint it
+/// disabled has its `webhook.endpoint_disabled` event written.
+#[derive(Debug)]
+pub struct Handled {
+    pub processed: Processed,
+    pub written: Written,
+}
+
 /// Delivers one message.
-pub async fn process_message(notifier: &Notifier, message: &SqsMessage) -> Processed {
+pub async fn process_message(notifier: &Notifier, message: &SqsMessage) -> Handled {
     let message_id = message.message_id.as_deref().unwrap_or("");
     let body = message.body.as_deref().unwrap_or("");
     let state = &notifier.state;
     let wait = retry_wait(try_number(message), random_jitter());
-    match deliver(&state.pool, state.clock.as_ref(), &notifier.sender, body, wait).await {
-        Ok(Delivery::Done { sent }) => {
+    let wrote = |disabled: usize| if disabled > 0 { Written::MaybeSome } else { Written::Nothing };
+    let (processed, written) = match deliver(&state.pool, state.clock.as_ref(), &notifier.sender, body, wait).await {
+        Ok(Delivery::Done { sent, disabled }) => {
             tracing::info!(message_id, sent, "event delivered");
-            Processed::Delivered
+            (Processed::Delivered, wrote(disabled))
         }
-        Ok(Delivery::Retry { sent, failed }) => {
+        Ok(Delivery::Retry { sent, failed, disabled }) => {
             tracing::warn!(
                 message_id,
                 sent,
                 failed,
                 "event not accepted by every endpoint; it will be delivered again"
             );
-            Processed::Again { wait }
+            (Processed::Again { wait }, wrote(disabled))
         }
         Ok(Delivery::Unreadable) => {
             tracing::error!(message_id, "unreadable event message; leaving it for the DLQ");
-            Processed::Again { wait }
+            (Processed::Again { wait }, Written::Nothing)
         }
         Err(e) => {
+            // An endpoint disabled before the failure committed its event: a claim finds it.
             tracing::error!(message_id, error = %e, "event delivery failed; it will be delivered again");
-            Processed::Again { wait }
+            (Processed::Again { wait }, Written::MaybeSome)
         }
-    }
+    };
+    Handled { processed, written }
 }
 
 /// The message group of a FIFO message; on a standard queue each message is a group of
@@ -128,36 +140,42 @@ pub fn groups(records: &[SqsMessage]) -> Vec<Vec<usize>> {
     order
 }
 
+/// A message that failed, by its index in the batch, with its wait.
+type Failed = (usize, Option<Duration>);
+
 /// The Lambda handler: groups at once (as many as the pool has connections; a message
 /// holds one only to read and to record), each group's messages in order, stopping at
 /// the group's first failure.
 pub async fn handler(notifier: &Notifier, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
     use futures::StreamExt;
     let records = event.payload.records;
-    // The batch's only event is an endpoint's `webhook.endpoint_disabled`, which says
-    // when it is written: that event goes out before the answer, and a batch that
+    // Each failed message with its wait (the later messages of its group wait as long),
+    // and what the batch wrote of events: its only event is an endpoint's
+    // `webhook.endpoint_disabled`, which goes out before the answer; a batch that
     // disabled nothing runs no claim.
-    let mut failed = shared::outbox::publishing(&notifier.state, async {
-        shared::outbox::wrote_no_event();
-        // Each failed message with its wait; the later messages of its group wait as long.
-        let failed: Vec<Vec<(usize, Option<Duration>)>> =
-            futures::stream::iter(groups(&records).into_iter().map(|group| {
-                let records = &records;
-                async move {
-                    for (n, &i) in group.iter().enumerate() {
-                        if let Processed::Again { wait } = process_message(notifier, &records[i]).await {
-                            return group[n..].iter().map(|&j| (j, wait)).collect();
-                        }
-                    }
-                    Vec::new()
+    let handled: Vec<(Vec<Failed>, Written)> = futures::stream::iter(groups(&records).into_iter().map(|group| {
+        let records = &records;
+        async move {
+            let mut wrote = Written::Nothing;
+            for (n, &i) in group.iter().enumerate() {
+                let Handled { processed, written } = process_message(notifier, &records[i]).await;
+                wrote = wrote.and(written);
+                if let Processed::Again { wait } = processed {
+                    return (group[n..].iter().map(|&j| (j, wait)).collect(), wrote);
                 }
-            }))
-            .buffer_unordered(notifier.state.config.db_pool_size.max(1))
-            .collect()
-            .await;
-        failed.into_iter().flatten().collect::<Vec<(usize, Option<Duration>)>>()
-    })
+            }
+            (Vec::new(), wrote)
+        }
+    }))
+    .buffer_unordered(notifier.state.config.db_pool_size.max(1))
+    .collect()
     .await;
+    let (mut failed, mut written) = (Vec::new(), Written::Nothing);
+    for (group_failed, group_written) in handled {
+        failed.extend(group_failed);
+        written = written.and(group_written);
+    }
+    shared::outbox::publish_written(&notifier.state, written).await;
     failed.sort_unstable_by_key(|(i, _)| *i);
     futures::future::join_all(failed.iter().filter_map(|&(i, wait)| Some(back_off(notifier, &records[i], wait?))))
         .await;

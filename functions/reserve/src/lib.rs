@@ -23,8 +23,8 @@ use shared::booking::{
 use shared::domain::recurrence::Recurrence;
 use shared::http::fields::{self, Fields};
 use shared::http::{
-    ApiError, EmptyBody, Function, KeyedStatement, Op, Reply, booking_owner, carries_key, fingerprint, json_body,
-    principal, respond_publishing, route_for, run_idempotent,
+    Answered, ApiError, EmptyBody, Function, KeyedStatement, Op, Reply, booking_owner, carries_key, fingerprint,
+    json_body, principal, respond_publishing, route_for, run_idempotent,
 };
 use uuid::Uuid;
 
@@ -59,74 +59,98 @@ pub async fn handler(state: &AppState, req: Request) -> Result<Response<Body>, E
     Ok(respond_publishing(state, &req, serve(state, &req)).await)
 }
 
-async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiError> {
+async fn serve(state: &AppState, req: &Request) -> Result<Answered, ApiError> {
     let matched = route_for(req.method(), req.uri().path(), Function::Reserve)?;
     let who = principal(req, &state.config)?;
     match matched.spec.op {
-        Op::CreateReservation => {
-            let body = json_body(req, EmptyBody::Refused)?;
-            let input = match body.read(create_reservation_body)? {
-                Booking::One(mut input) => {
-                    input.owner = booking_owner(&who, input.owner)?;
-                    input
-                }
-                Booking::Several(mut group) => {
-                    group.owner = booking_owner(&who, group.owner)?;
-                    return reserve_items(state, &who, req, matched.spec, &body, group).await;
-                }
-            };
-            let limits = state.config.limits();
-            let fingerprint = fingerprint(req, &body.canonical);
-            let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
-            // The common hold commits on its own, in one round trip, with its key's
-            // claim and answer when it has a key; only what the general path must
-            // decide, or a key already taken, goes on to the guard's transaction.
-            let keyed = KeyedStatement::of(state, &who, req, matched.spec, &fingerprint, taken(req))?;
-            let answering = keyed.as_ref().map(KeyedStatement::answering);
-            let client = state.pool.get().await?;
-            match booking::hold_at_once(&client, &who, &input, answering.as_ref(), limits, state.clock.now()).await {
-                Ok(Attempt::Settled(outcome)) => {
-                    let reply = created(req, outcome);
-                    return Ok(match &keyed {
-                        Some(keyed) => keyed.first_answer(reply),
-                        None => reply.into_response(),
-                    });
-                }
-                Ok(Attempt::GeneralPath) => {}
-                Err(e) => {
-                    let e = ApiError::from(e);
-                    // A keyed request's refusal (a 4xx) is an answer to store and replay:
-                    // the guard runs the request again and stores it.
-                    if keyed.is_none() || !e.is_final() {
-                        return Err(e);
-                    }
-                }
-            }
-            drop(client);
-            let mut queued = false;
-            let response = run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
-                let outcome = booking::reserve(tx, &who, &input, approval, limits, state.clock.now()).await?;
-                queued = matches!(outcome, Reserved::Queued(_));
-                Ok(created(req, outcome))
-            })
-            .await?;
-            // Committed: hand the intent to the worker now, not at the next sweep.
-            if queued {
-                shared::outbox::publish_intents(state).await;
-            }
-            Ok(response)
+        Op::CreateReservation => create_reservation(state, req, matched.spec, &who).await,
+        // Each may have written events: a claim after it publishes them.
+        _ => serve_others(state, req, &matched, &who).await.map(Answered::from),
+    }
+}
+
+/// `POST /v1/reservations`: the one-statement hold says what it wrote of events (its
+/// event leased to the request, or none when the range was taken).
+async fn create_reservation(
+    state: &AppState,
+    req: &Request,
+    spec: &'static shared::http::RouteSpec,
+    who: &shared::domain::Principal,
+) -> Result<Answered, ApiError> {
+    let body = json_body(req, EmptyBody::Refused)?;
+    let input = match body.read(create_reservation_body)? {
+        Booking::One(mut input) => {
+            input.owner = booking_owner(who, input.owner)?;
+            input
         }
+        Booking::Several(mut group) => {
+            group.owner = booking_owner(who, group.owner)?;
+            return reserve_items(state, who, req, spec, &body, group).await.map(Answered::from);
+        }
+    };
+    let limits = state.config.limits();
+    let fingerprint = fingerprint(req, &body.canonical);
+    let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
+    // The common hold commits on its own, in one round trip, with its key's
+    // claim and answer when it has a key; only what the general path must
+    // decide, or a key already taken, goes on to the guard's transaction.
+    let keyed = KeyedStatement::of(state, who, req, spec, &fingerprint, taken(req))?;
+    let answering = keyed.as_ref().map(KeyedStatement::answering);
+    let client = state.pool.get().await?;
+    let now = state.clock.now();
+    let lease = state.events.lease(now);
+    match booking::hold_at_once(&client, who, &input, answering.as_ref(), limits, lease, now).await {
+        Ok(Attempt::Settled { outcome, written }) => {
+            let reply = created(req, outcome);
+            let response = match &keyed {
+                Some(keyed) => keyed.first_answer(reply),
+                None => reply.into_response(),
+            };
+            return Ok(Answered { response, written });
+        }
+        Ok(Attempt::GeneralPath) => {}
+        Err(e) => {
+            let e = ApiError::from(e);
+            // A keyed request's refusal (a 4xx) is an answer to store and replay:
+            // the guard runs the request again and stores it.
+            if keyed.is_none() || !e.is_final() {
+                return Err(e);
+            }
+        }
+    }
+    drop(client);
+    let mut queued = false;
+    let response = run_idempotent(state, who, req, spec, &fingerprint, async |tx| {
+        let outcome = booking::reserve(tx, who, &input, approval, limits, state.clock.now()).await?;
+        queued = matches!(outcome, Reserved::Queued(_));
+        Ok(created(req, outcome))
+    })
+    .await?;
+    // Committed: hand the intent to the worker now, not at the next sweep.
+    if queued {
+        shared::outbox::publish_intents(state).await;
+    }
+    Ok(response.into())
+}
+
+async fn serve_others(
+    state: &AppState,
+    req: &Request,
+    matched: &shared::http::Matched<'_>,
+    who: &shared::domain::Principal,
+) -> Result<Response<Body>, ApiError> {
+    match matched.spec.op {
         Op::CreateSeries => {
             let body = json_body(req, EmptyBody::Refused)?;
             let mut input = body.read(create_series_body)?;
-            input.owner = booking_owner(&who, input.owner)?;
+            input.owner = booking_owner(who, input.owner)?;
             let fingerprint = fingerprint(req, &body.canonical);
             let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
             let limits = state.config.limits();
-            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+            run_idempotent(state, who, req, matched.spec, &fingerprint, async |tx| {
                 // Each occurrence's refusal is the problem its own hold would answer.
                 let render = |e: booking::BookingError| ApiError::from(e).problem_object();
-                let series = booking::create_series(tx, &who, &input, approval, limits, state.clock.now(), render)
+                let series = booking::create_series(tx, who, &input, approval, limits, state.clock.now(), render)
                     .await
                     .inspect_err(|e| {
                         if matches!(e, booking::BookingError::OccurrencesRefused(_)) {
@@ -145,16 +169,16 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let change = body.read(reschedule_body)?;
             let fingerprint = fingerprint(req, &body.canonical);
             let limits = state.config.limits();
-            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+            run_idempotent(state, who, req, matched.spec, &fingerprint, async |tx| {
                 let now = state.clock.now();
                 if scope != Scope::One
-                    && let (Some(_), ids) = booking::in_scope(tx, &who, id, scope, now).await?
+                    && let (Some(_), ids) = booking::in_scope(tx, who, id, scope, now).await?
                 {
-                    let s = booking::reschedule_series(tx, &who, id, &ids, change, limits, &*state.clock).await?;
+                    let s = booking::reschedule_series(tx, who, id, &ids, change, limits, &*state.clock).await?;
                     shared::metrics::count("Reschedules");
                     return Ok(Reply::json(StatusCode::OK, &s));
                 }
-                match booking::reschedule(tx, &who, id, change, limits, &*state.clock).await? {
+                match booking::reschedule(tx, who, id, change, limits, &*state.clock).await? {
                     Rescheduled::Rescheduled(r) => {
                         shared::metrics::count("Reschedules");
                         Ok(Reply::json(StatusCode::OK, &r))
@@ -174,13 +198,13 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let mut client = state.pool.get().await?;
             let tx = client.transaction().await?;
             if scope != Scope::One
-                && let (Some(series), ids) = booking::in_scope(&tx, &who, id, scope, now).await?
+                && let (Some(series), ids) = booking::in_scope(&tx, who, id, scope, now).await?
             {
                 // Every occurrence in scope, in series order, or none: the first
                 // refusal (a cancel past its notice) rolls the others back.
                 let mut upstream_cancel = false;
                 for occurrence in ids {
-                    upstream_cancel |= booking::release(&tx, &who, occurrence, &*state.clock).await?.upstream_cancel;
+                    upstream_cancel |= booking::release(&tx, who, occurrence, &*state.clock).await?.upstream_cancel;
                 }
                 let s = booking::series_after(&tx, series, state.clock.now()).await?;
                 tx.commit().await?;
@@ -189,7 +213,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
                 }
                 return Ok(Reply::json(StatusCode::OK, &s).into_response());
             }
-            let released = booking::release(&tx, &who, id, &*state.clock).await?;
+            let released = booking::release(&tx, who, id, &*state.clock).await?;
             tx.commit().await?;
             if released.upstream_cancel {
                 shared::outbox::publish_intents(state).await;
@@ -203,9 +227,9 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let limits = state.config.limits();
             let fingerprint = fingerprint(req, &body.canonical);
             let approval = Approval { principal: &who.id, fingerprint: &fingerprint };
-            run_idempotent(state, &who, req, matched.spec, &fingerprint, async |tx| {
+            run_idempotent(state, who, req, matched.spec, &fingerprint, async |tx| {
                 let (status, e) =
-                    match booking::join_waitlist(tx, &who, &input, approval, limits, state.clock.now()).await? {
+                    match booking::join_waitlist(tx, who, &input, approval, limits, state.clock.now()).await? {
                         Joined::New(e) => (StatusCode::CREATED, e),
                         Joined::Existing(e) => (StatusCode::OK, e),
                     };
@@ -217,7 +241,7 @@ async fn serve(state: &AppState, req: &Request) -> Result<Response<Body>, ApiErr
             let id = matched.id(ApiError::WaitlistEntryNotFound)?;
             let mut client = state.pool.get().await?;
             let tx = client.transaction().await?;
-            let e = booking::leave_waitlist(&tx, &who, id, state.clock.now()).await?;
+            let e = booking::leave_waitlist(&tx, who, id, state.clock.now()).await?;
             tx.commit().await?;
             Ok(Reply::json(StatusCode::OK, &e).into_response())
         }

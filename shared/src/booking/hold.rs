@@ -21,6 +21,7 @@ use crate::domain::{
     Authority, Intent, IntentState, Judge, Limits, Metadata, Principal, Reservation, Resource, Source, Status,
     validate_range,
 };
+use crate::outbox::Written;
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
@@ -89,8 +90,9 @@ pub enum Reserved {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Attempt {
-    /// Decided and committed: a hold or booking made, or the range taken.
-    Settled(Reserved),
+    /// Decided and committed: a hold or booking made, or the range taken, and what it
+    /// wrote of events.
+    Settled { outcome: Reserved, written: Written },
     /// Nothing was done: the general path must decide, in a transaction ([`reserve`]),
     /// inside the idempotency guard (which also answers a request whose key was taken).
     GeneralPath,
@@ -108,6 +110,7 @@ pub async fn hold_at_once(
     req: &ReserveRequest,
     key: Option<&Answering<'_>>,
     limits: Limits,
+    event_lease: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<Attempt, BookingError> {
     validate(req, limits, now)?;
@@ -115,7 +118,7 @@ pub async fn hold_at_once(
         // An admin acting for an owner: only the general path records who acted.
         return Ok(Attempt::GeneralPath);
     }
-    one_statement(client, owner, req, key, limits, now).await
+    one_statement(client, owner, req, key, limits, event_lease, now).await
 }
 
 fn validate(req: &ReserveRequest, limits: Limits, now: DateTime<Utc>) -> Result<(), BookingError> {
@@ -144,6 +147,7 @@ async fn one_statement(
     req: &ReserveRequest,
     key: Option<&Answering<'_>>,
     limits: Limits,
+    event_lease: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<Attempt, BookingError> {
     let known = match calendar::KNOWN.get(req.resource_id) {
@@ -175,6 +179,7 @@ async fn one_statement(
         now,
         rules_version: known_version,
         max_holds: limits::max_active_holds(owner, req.confirmation, limits),
+        event_lease,
     };
     let held = match key {
         Some(key) => hold::hold_keyed(c, &new, key).await?,
@@ -190,8 +195,11 @@ async fn one_statement(
             Ok(Attempt::GeneralPath)
         }
         Hold::KeyTaken => Ok(Attempt::GeneralPath),
-        Hold::Reserved(r) => Ok(Attempt::Settled(Reserved::Reserved(r))),
-        Hold::Unavailable => Ok(Attempt::Settled(Reserved::Unavailable)),
+        Hold::Reserved { reservation, leased } => Ok(Attempt::Settled {
+            outcome: Reserved::Reserved(reservation),
+            written: leased.map_or(Written::MaybeSome, |event| Written::Leased(vec![event])),
+        }),
+        Hold::Unavailable => Ok(Attempt::Settled { outcome: Reserved::Unavailable, written: Written::Nothing }),
         Hold::NotFound => Err(BookingError::ResourceNotFound),
         Hold::Archived => Err(BookingError::ResourceArchived),
         Hold::TooMany { capacity } => Err(invalid("quantity", format!("must not exceed the capacity of {capacity}"))),

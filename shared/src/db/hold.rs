@@ -44,7 +44,7 @@ statements![HOLD, HOLD_KEYED, HOLD_ITEMS, PRECHECK, PRECHECK_MANY, RULES];
 /// limit of the owner's active holds (0: none), judged under the owner's lock
 /// (`principal_holds`, before the resource's): at the limit the outcome is `general`;
 /// `$13` the lease of its event when the request publishes it itself
-/// ([`crate::outbox::lease_for_this_request`]), with which the row carries the event's
+/// ([`crate::outbox::EventsRelay::lease`]), with which the row carries the event's
 /// payload (`event`).
 pub const HOLD: &str = concat!(
     "SELECT outcome, capacity, rules_version, event, ",
@@ -94,7 +94,12 @@ pub const PRECHECK: &str = "SELECT r.id, r.name, r.capacity, r.authority, r.upst
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Hold {
-    Reserved(Reservation),
+    /// Held or booked; with the hold's event when it was written under a lease
+    /// ([`NewHold::event_lease`]), for the request to publish.
+    Reserved {
+        reservation: Reservation,
+        leased: Option<Event>,
+    },
     Unavailable,
     NotFound,
     TooMany {
@@ -149,6 +154,9 @@ pub struct NewHold<'a> {
     pub rules_version: Option<i64>,
     /// The most active holds the owner may have (0: no limit); see [`HOLD`].
     pub max_holds: i32,
+    /// The lease of the hold's event when the request publishes it itself
+    /// ([`crate::outbox::EventsRelay::lease`]); `None` leaves it to a relay.
+    pub event_lease: Option<DateTime<Utc>>,
 }
 
 /// The first ten parameters of [`HOLD`] and of [`HOLD_KEYED`].
@@ -160,9 +168,11 @@ fn hold_params<'a>(h: &'a NewHold<'_>, confirm: &'a bool, metadata: &'a Json<&Me
 pub async fn hold(c: &impl GenericClient, h: &NewHold<'_>) -> Result<Hold, DbError> {
     let metadata = Json(h.metadata);
     let confirm = h.confirmation.is_now();
-    let lease = crate::outbox::lease_for_this_request(h.now);
     let row = c
-        .row(HOLD, &[&hold_params(h, &confirm, &metadata)[..], &[&h.rules_version, &h.max_holds, &lease]].concat())
+        .row(
+            HOLD,
+            &[&hold_params(h, &confirm, &metadata)[..], &[&h.rules_version, &h.max_holds, &h.event_lease]].concat(),
+        )
         .await?;
     hold_of(&row, h)
 }
@@ -186,11 +196,11 @@ pub async fn hold_keyed(c: &impl GenericClient, h: &NewHold<'_>, a: &Answering<'
         &a.refused.body,
     ];
     let confirm = h.confirmation.is_now();
-    let lease = crate::outbox::lease_for_this_request(h.now);
     let row = c
         .row(
             HOLD_KEYED,
-            &[&hold_params(h, &confirm, &metadata)[..], &key[..], &[&h.rules_version, &h.max_holds, &lease]].concat(),
+            &[&hold_params(h, &confirm, &metadata)[..], &key[..], &[&h.rules_version, &h.max_holds, &h.event_lease]]
+                .concat(),
         )
         .await;
     match row {
@@ -209,24 +219,26 @@ struct LeasedEvent {
     payload: serde_json::Value,
 }
 
-/// The statement's outcome; a reservation's event leased at write goes to the request
-/// ([`crate::outbox::leased`]).
+/// The statement's outcome, with the reservation's event when it was leased at write.
 fn hold_of(row: &Row, h: &NewHold<'_>) -> Result<Hold, DbError> {
     Ok(match row.try_get::<_, &str>("outcome")? {
         "reserved" => {
-            let r = from_row(row)?;
-            if let Some(Json(LeasedEvent { kind, payload })) = row.try_get("event")? {
-                let kind = kind.parse()?;
-                let event = Event { id: h.event_id, kind, subject_id: r.id, payload, created_at: h.now, attempts: 0 };
-                crate::outbox::leased(event);
-            }
-            Hold::Reserved(r)
+            let reservation = from_row(row)?;
+            let leased =
+                row.try_get::<_, Option<Json<LeasedEvent>>>("event")?.map(|Json(LeasedEvent { kind, payload })| {
+                    Ok::<_, DbError>(Event {
+                        id: h.event_id,
+                        kind: kind.parse()?,
+                        subject_id: reservation.id,
+                        payload,
+                        created_at: h.now,
+                        attempts: 0,
+                    })
+                });
+            Hold::Reserved { reservation, leased: leased.transpose()? }
         }
-        "unavailable" => {
-            // The range is taken: the request's answer, and no event written.
-            crate::outbox::wrote_no_event();
-            Hold::Unavailable
-        }
+        // The range is taken: the request's answer, and no event written.
+        "unavailable" => Hold::Unavailable,
         "not_found" => Hold::NotFound,
         "too_many" => Hold::TooMany { capacity: row.try_get("capacity")? },
         "general" => Hold::GeneralPath { rules_version: row.try_get("rules_version")? },

@@ -129,11 +129,7 @@ pub async fn expire_lapsed_overlapping_any(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    c.rows(EXPIRE_LAPSED_OVERLAPPING_ANY, &[&resource_ids, &start, &end, &now])
-        .await?
-        .iter()
-        .map(from_row)
-        .collect()
+    c.rows(EXPIRE_LAPSED_OVERLAPPING_ANY, &[&resource_ids, &start, &end, &now]).await?.iter().map(from_row).collect()
 }
 
 /// See [`EXPIRE_LAPSED_KEEPING_BUFFERS`].
@@ -144,11 +140,7 @@ pub async fn expire_lapsed_keeping_buffers(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    c.rows(EXPIRE_LAPSED_KEEPING_BUFFERS, &[&resource_id, &start, &end, &now])
-        .await?
-        .iter()
-        .map(from_row)
-        .collect()
+    c.rows(EXPIRE_LAPSED_KEEPING_BUFFERS, &[&resource_id, &start, &end, &now]).await?.iter().map(from_row).collect()
 }
 
 /// See [`CLAIM_LAPSED_RESOURCE`].

@@ -446,14 +446,22 @@ pub async fn lock_booking(c: &impl GenericClient, id: Uuid) -> Result<Option<Loc
     }
     let states = rows
         .iter()
-        .map(|row| Ok(RowState { status: row.try_get::<_, &str>("status")?.parse()?, expires_at: row.try_get("expires_at")? }))
+        .map(|row| {
+            Ok(RowState { status: row.try_get::<_, &str>("status")?.parse()?, expires_at: row.try_get("expires_at")? })
+        })
         .collect::<Result<Vec<_>, DbError>>()?;
     // A booking of several: its items are its rows, in order (`from_row` alone reads
     // a row as a booking of its one resource).
     if rows[0].try_get::<_, Option<i16>>("item")?.is_some() {
         lead.items = rows
             .iter()
-            .map(|row| Ok(Item { resource_id: row.try_get("resource_id")?, pool_id: row.try_get("pool_id")?, quantity: row.try_get("quantity")? }))
+            .map(|row| {
+                Ok(Item {
+                    resource_id: row.try_get("resource_id")?,
+                    pool_id: row.try_get("pool_id")?,
+                    quantity: row.try_get("quantity")?,
+                })
+            })
             .collect::<Result<_, DbError>>()?;
     }
     Ok(Some(LockedBooking { lead, rows: states }))

@@ -161,18 +161,41 @@ pub async fn respond(
     response
 }
 
-/// [`respond`], for the functions that change state: once a request that may have
-/// written events is done, they are published before the answer, or handed to the
-/// relay that publishes them ([`crate::outbox::publishing`]).
+/// The answer of a request that may change state, with what it wrote of events.
+pub struct Answered {
+    pub response: Response<Body>,
+    pub written: crate::outbox::Written,
+}
+
+/// An answer whose request says nothing of its events: it may have written some, and a
+/// claim after it publishes them.
+impl From<Response<Body>> for Answered {
+    fn from(response: Response<Body>) -> Self {
+        Answered { response, written: crate::outbox::Written::MaybeSome }
+    }
+}
+
+/// [`respond`], for the functions that change state: once the request is done, what it
+/// wrote of events is published before the answer, or handed to the relay that
+/// publishes it ([`crate::outbox::publish_written`]). A request that failed may have
+/// committed (a refusal stored under its key): a claim after it, as after any.
 pub async fn respond_publishing(
     state: &crate::AppState,
     req: &Request,
-    work: impl Future<Output = Result<Response<Body>, ApiError>>,
+    work: impl Future<Output = Result<Answered, ApiError>>,
 ) -> Response<Body> {
-    if req.method().is_safe() {
-        return respond(state, req, work).await;
+    let mut written = crate::outbox::Written::MaybeSome;
+    let response = respond(state, req, async {
+        work.await.map(|answered| {
+            written = answered.written;
+            answered.response
+        })
+    })
+    .await;
+    if !req.method().is_safe() {
+        crate::outbox::publish_written(state, written).await;
     }
-    crate::outbox::publishing(state, respond(state, req, work)).await
+    response
 }
 
 /// The answer to a `HEAD`: the `GET`'s status and headers, its body's length in

@@ -500,6 +500,7 @@ async fn a_rules_change_racing_with_holds_leaves_no_booking_outside_the_hours_in
                         now: at("2027-01-04T00:00:00Z"),
                         rules_version: Some(0),
                         max_holds: 0,
+                        event_lease: None,
                     };
                     shared::db::hold::hold(db, &hold).await.unwrap();
                     continue;
@@ -589,6 +590,7 @@ async fn the_one_statement_hold_serves_a_single_unit_with_rules_only_at_the_vers
         now: at("2027-01-04T00:00:00Z"),
         rules_version,
         max_holds: 0,
+        event_lease: None,
     };
     let range = ("2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z");
     for version in [None, Some(1)] {
@@ -596,7 +598,7 @@ async fn the_one_statement_hold_serves_a_single_unit_with_rules_only_at_the_vers
         assert!(matches!(held, Hold::GeneralPath { rules_version: Some(0) }), "version {version:?}: {held:?}");
     }
     let held = hold::hold(&db, &hold_at(range.0, range.1, Some(0))).await.unwrap();
-    assert!(matches!(held, Hold::Reserved(_)), "{held:?}");
+    assert!(matches!(held, Hold::Reserved { .. }), "{held:?}");
     let kept: String =
         db.query_one("SELECT buffered::text FROM reservations WHERE resource_id = $1", &[&room]).await.unwrap().get(0);
     assert_eq!(kept, r#"["2027-01-05 09:50:00+00","2027-01-05 11:15:00+00")"#);
@@ -628,6 +630,7 @@ fn one_statement_hold<'a>(
         now: at("2027-01-04T00:00:00Z"),
         rules_version,
         max_holds: 0,
+        event_lease: None,
     }
 }
 
@@ -658,7 +661,7 @@ async fn a_burst_of_holds_on_three_units_with_rules_has_three_winners_and_the_ru
         hold::hold(&db, &one_statement_hold(room, "2027-01-06T09:00:00Z", "2027-01-06T10:00:00Z", Some(0), &metadata))
             .await
             .unwrap();
-    assert!(matches!(held, Hold::Reserved(_)), "{held:?}");
+    assert!(matches!(held, Hold::Reserved { .. }), "{held:?}");
     // 10:00 Berlin is 09:00Z in January.
     let burst = join_all((0..12).map(|c| {
         let app = &app;
@@ -712,13 +715,13 @@ async fn on_two_units_with_buffers_the_one_statement_counts_the_kept_ranges_and_
         async move { hold::hold(db, &one_statement_hold(room, start, end, Some(0), metadata)).await.unwrap() }
     };
     let first = one("2027-01-05T10:00:00Z", "2027-01-05T11:00:00Z").await;
-    assert!(matches!(first, Hold::Reserved(_)), "{first:?}");
+    assert!(matches!(first, Hold::Reserved { .. }), "{first:?}");
     let kept: String =
         db.query_one("SELECT buffered::text FROM reservations WHERE resource_id = $1", &[&room]).await.unwrap().get(0);
     assert_eq!(kept, r#"["2027-01-05 09:50:00+00","2027-01-05 11:15:00+00")"#);
     // Its kept range meets the first's: a load of one beside a unit left.
     let beside = one("2027-01-05T11:20:00Z", "2027-01-05T12:00:00Z").await;
-    assert!(matches!(beside, Hold::Reserved(_)), "{beside:?}");
+    assert!(matches!(beside, Hold::Reserved { .. }), "{beside:?}");
     // The period fits (one booking on it), the kept ranges do not (two over 11:10-11:15).
     let buffer = one("2027-01-05T11:20:00Z", "2027-01-05T12:00:00Z").await;
     assert!(matches!(buffer, Hold::GeneralPath { rules_version: Some(0) }), "{buffer:?}");
@@ -732,7 +735,7 @@ async fn on_two_units_with_buffers_the_one_statement_counts_the_kept_ranges_and_
     assert_eq!(refusal(&again_by_api), outside("buffer"));
     for _ in 0..2 {
         let afternoon = one("2027-01-05T14:00:00Z", "2027-01-05T15:00:00Z").await;
-        assert!(matches!(afternoon, Hold::Reserved(_)), "{afternoon:?}");
+        assert!(matches!(afternoon, Hold::Reserved { .. }), "{afternoon:?}");
     }
     // Taken outright, and the buffers in the way too: the taken range first.
     let taken = one("2027-01-05T14:30:00Z", "2027-01-05T15:30:00Z").await;
@@ -770,7 +773,7 @@ async fn on_two_units_the_one_statement_counts_the_kept_ranges_left_by_buffers_s
         )
         .await
         .unwrap();
-        assert!(matches!(held, Hold::Reserved(_)), "{held:?}");
+        assert!(matches!(held, Hold::Reserved { .. }), "{held:?}");
     }
     patch_resource(&app, room, json!({"buffer_before_minutes": 0, "buffer_after_minutes": 0})).await;
     let near =
@@ -784,5 +787,5 @@ async fn on_two_units_the_one_statement_counts_the_kept_ranges_left_by_buffers_s
         hold::hold(&db, &one_statement_hold(room, "2027-01-05T11:30:00Z", "2027-01-05T12:00:00Z", Some(1), &metadata))
             .await
             .unwrap();
-    assert!(matches!(clear, Hold::Reserved(_)), "{clear:?}");
+    assert!(matches!(clear, Hold::Reserved { .. }), "{clear:?}");
 }

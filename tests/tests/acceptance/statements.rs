@@ -166,6 +166,7 @@ fn new_hold(room: uuid::Uuid, metadata: &shared::domain::Metadata) -> NewHold<'_
         now: chrono::Utc::now(),
         rules_version: None,
         max_holds: 0,
+        event_lease: None,
     }
 }
 
@@ -180,7 +181,7 @@ async fn a_hold_records_its_event_under_the_id_the_server_made() {
         let room = app.resource(capacity).await;
         let hold = new_hold(room, &metadata);
         let held = hold::hold(&db, &hold).await.unwrap();
-        assert!(matches!(held, Hold::Reserved(_)), "capacity {capacity}");
+        assert!(matches!(held, Hold::Reserved { .. }), "capacity {capacity}");
         let events: Vec<uuid::Uuid> = db
             .query("SELECT id FROM outbox WHERE subject_id = $1", &[&hold.id])
             .await
