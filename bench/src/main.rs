@@ -366,7 +366,7 @@ async fn run_statement_modes(
         println!("  {:<8} {:<6}", mode.as_str(), if *keyed { "keyed" } else { "plain" });
         correct &= print_throughput(report, "holds/s", Outcome::Status(201));
     }
-    shared::db::run::set_mode(server.state.config.db_statements);
+    shared::db::run::set_mode(server.state.config.database.statements);
     Ok(correct & print_capacity(db).await?)
 }
 

@@ -214,8 +214,8 @@ impl Server {
             "MAX_ACTIVE_HOLDS_PER_PRINCIPAL" => setting(k).or_else(|| std::env::var(k).ok()),
             _ => setting(k),
         })?;
-        config.db_pool_size = options.pool_size;
-        let mut state = AppState::new(shared::db::pool(&config)?, config);
+        config.database.pool_size = options.pool_size;
+        let mut state = AppState::new(shared::db::pool(&config.database)?, config);
         let mut relay = None;
         match options.events {
             Events::Kept => {}

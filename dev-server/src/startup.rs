@@ -99,10 +99,10 @@ pub async fn listen(port: u16) -> Result<TcpListener, StartupError> {
 /// Connects to the database once (`DATABASE_MIGRATION_URL` when it is set, else
 /// `DATABASE_URL`) and applies the migrations.
 pub async fn migrate(config: &Config) -> Result<usize, StartupError> {
-    db::connect_and_migrate(config).await.map_err(|e| {
-        let at = database_address(config.migration_url().expose());
+    db::connect_and_migrate(&config.database).await.map_err(|e| {
+        let at = database_address(config.database.url_for_migrations().1.expose());
         match e {
-            MigrateError::Config(e) => StartupError::Config(e),
+            MigrateError::Settings(e) => StartupError::Config(e.into()),
             MigrateError::Database(_) => StartupError::Database { at, reason: e.reason() },
             MigrateError::Migration(_) | MigrateError::Function { .. } => {
                 StartupError::Migration { at, reason: e.reason() }

@@ -2,6 +2,7 @@
 //!
 //! The names are the ones in docs/operations.md's table; clients and tests rely on them.
 
+pub use crate::secret::Secret;
 use std::env;
 use std::time::Duration;
 
@@ -11,15 +12,8 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("{name} has an invalid value {value:?}: {reason}")]
     Invalid { name: &'static str, value: String, reason: &'static str },
-    /// `DATABASE_URL` or `DATABASE_MIGRATION_URL`.
-    #[error("{name} is not a valid PostgreSQL connection string")]
-    DatabaseUrl {
-        name: &'static str,
-        #[source]
-        source: tokio_postgres::Error,
-    },
-    #[error("DB_CA_FILE {path:?} gives no usable CA certificate: {reason}")]
-    DatabaseCa { path: String, reason: String },
+    #[error(transparent)]
+    Database(#[from] crate::db::SettingsError),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,28 +33,13 @@ pub enum Defaults {
 
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// With its password: printed as `***` by `Debug`.
-    pub database_url: Secret,
-    /// `DATABASE_MIGRATION_URL`: where the migration step connects when it is set, a
-    /// direct connection to the primary, because the step holds a session-level
-    /// advisory lock that a transaction-mode pooler (RDS Proxy, PgBouncer) would pin or
-    /// lose. Unset: the migration step uses `DATABASE_URL`.
-    pub database_migration_url: Option<Secret>,
-    /// Small in Lambda: one invocation at a time per instance; a transaction-mode pooler
-    /// (RDS Proxy, PgBouncer) multiplexes many instances with `db_statements` unnamed.
-    pub db_pool_size: usize,
-    pub db_statement_timeout: Duration,
+    /// The database's own settings: its URLs, pool, statement timeout, how statements
+    /// are sent, its CA file.
+    pub database: crate::db::Settings,
     /// `DB_REQUEST_TIMEOUT_MS`: the longest a request may take, its waits for a
     /// connection and its statements included; past it the answer is 503. Unset: the
     /// statement timeout ([`Config::request_timeout`]).
     pub db_request_timeout: Option<Duration>,
-    /// `DB_STATEMENTS`: how statements are sent (`db::Statements`). `unnamed` (the
-    /// default) works through a transaction-mode pooler; `cached` only on a direct
-    /// connection.
-    pub db_statements: crate::db::Statements,
-    /// PEM certificates trusted for TLS to the database besides the public roots: the
-    /// RDS CA bundle when connecting to an RDS instance directly.
-    pub db_ca_file: Option<String>,
     pub auth_mode: AuthMode,
     pub admin_principals: Vec<String>,
     pub hold_ttl_seconds: i32,
@@ -123,12 +102,7 @@ impl Config {
     /// timeout, so that a statement the server would let run is not cut short by
     /// default, while one that waits on a peer that is gone (a failover, a partition) is.
     pub fn request_timeout(&self) -> Duration {
-        self.db_request_timeout.unwrap_or(self.db_statement_timeout)
-    }
-
-    /// Where the migration step connects: `DATABASE_MIGRATION_URL`, else `DATABASE_URL`.
-    pub fn migration_url(&self) -> &Secret {
-        self.database_migration_url.as_ref().unwrap_or(&self.database_url)
+        self.db_request_timeout.unwrap_or(self.database.statement_timeout)
     }
 
     /// The booking limits every range is judged by.
@@ -223,16 +197,18 @@ impl Config {
             Defaults::DevServer => 16,
         };
         Ok(Self {
-            database_url: Secret(database_url),
-            database_migration_url: get("DATABASE_MIGRATION_URL").filter(|u| !u.is_empty()).map(Secret),
-            db_pool_size: num("DB_POOL_SIZE", pool_default, 1, 1000)? as usize,
-            db_statement_timeout: Duration::from_millis(num("DB_STATEMENT_TIMEOUT_MS", 5_000, 100, 600_000)? as u64),
+            database: crate::db::Settings {
+                url: Secret::from(database_url),
+                migration_url: get("DATABASE_MIGRATION_URL").filter(|u| !u.is_empty()).map(Secret::from),
+                pool_size: num("DB_POOL_SIZE", pool_default, 1, 1000)? as usize,
+                statement_timeout: Duration::from_millis(num("DB_STATEMENT_TIMEOUT_MS", 5_000, 100, 600_000)? as u64),
+                statements: db_statements,
+                ca_file: get("DB_CA_FILE").filter(|v| !v.is_empty()),
+            },
             db_request_timeout: match get("DB_REQUEST_TIMEOUT_MS") {
                 None => None,
                 Some(_) => Some(Duration::from_millis(num("DB_REQUEST_TIMEOUT_MS", 0, 100, 600_000)? as u64)),
             },
-            db_statements,
-            db_ca_file: get("DB_CA_FILE").filter(|v| !v.is_empty()),
             auth_mode,
             admin_principals,
             hold_ttl_seconds: num("HOLD_TTL_SECONDS", 300, 1, i32::MAX as i64)? as i32,
@@ -248,7 +224,7 @@ impl Config {
             outbox_retention: chrono::Duration::hours(num("OUTBOX_RETENTION_HOURS", 24, 1, 24 * 365)?),
             upstream: UpstreamConfig {
                 base_url: get("UPSTREAM_BASE_URL").filter(|v| !v.is_empty()),
-                token: get("UPSTREAM_TOKEN").filter(|v| !v.is_empty()).map(Secret),
+                token: get("UPSTREAM_TOKEN").filter(|v| !v.is_empty()).map(Secret::from),
                 connect_timeout: Duration::from_millis(num("UPSTREAM_CONNECT_TIMEOUT_MS", 2_000, 1, 60_000)? as u64),
                 request_timeout: Duration::from_millis(num("UPSTREAM_TIMEOUT_MS", 5_000, 1, 60_000)? as u64),
                 cache_ttl: chrono::Duration::milliseconds(num("UPSTREAM_CACHE_TTL_MS", 1_000, 0, 3_600_000)?),
@@ -297,29 +273,6 @@ pub fn exit_on_error<T, E: std::fmt::Display>(program: &str, result: Result<T, E
     }
 }
 
-/// A value that must not reach a log: `Debug` prints `***`; [`Secret::expose`] is the
-/// one way to read it, named so that every use stands out in review.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(s: &str) -> Self {
-        Secret(s.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,7 +286,7 @@ mod tests {
         .unwrap();
         let printed = format!("{c:?}");
         assert!(!printed.contains("hunter2") && !printed.contains("tok-s3cret"), "{printed}");
-        assert_eq!(c.database_url.expose(), "postgres://app:hunter2@db:5432/r");
+        assert_eq!(c.database.url.expose(), "postgres://app:hunter2@db:5432/r");
     }
 
     fn lookup<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
@@ -348,7 +301,7 @@ mod tests {
         ));
         let c = Config::from_lookup(Defaults::Lambda, lookup(&[("DATABASE_URL", "postgres://x@h/db")])).unwrap();
         assert_eq!(c.auth_mode, AuthMode::Jwt);
-        assert_eq!(c.db_pool_size, 2);
+        assert_eq!(c.database.pool_size, 2);
     }
 
     #[test]
@@ -356,17 +309,17 @@ mod tests {
         let direct = "postgres://app@primary:5432/r";
         let pooled = "postgres://app@proxy:5432/r";
         let c = Config::from_lookup(Defaults::Lambda, lookup(&[("DATABASE_URL", pooled)])).unwrap();
-        assert_eq!(c.migration_url().expose(), pooled);
+        assert_eq!(c.database.url_for_migrations().1.expose(), pooled);
         let c =
             Config::from_lookup(Defaults::Lambda, lookup(&[("DATABASE_URL", pooled), ("DATABASE_MIGRATION_URL", "")]))
                 .unwrap();
-        assert_eq!(c.migration_url().expose(), pooled, "empty counts as unset");
+        assert_eq!(c.database.url_for_migrations().1.expose(), pooled, "empty counts as unset");
         let c = Config::from_lookup(
             Defaults::Lambda,
             lookup(&[("DATABASE_URL", pooled), ("DATABASE_MIGRATION_URL", direct)]),
         )
         .unwrap();
-        assert_eq!((c.database_url.expose(), c.migration_url().expose()), (pooled, direct));
+        assert_eq!((c.database.url.expose(), c.database.url_for_migrations().1.expose()), (pooled, direct));
     }
 
     #[test]

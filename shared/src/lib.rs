@@ -10,7 +10,8 @@
 //!   wall-clock time), `ical` (calendar feeds as RFC 5545 text: folding, escaping,
 //!   the derived `SEQUENCE`) and `webhooks` (what an admin registers, and its rules).
 //!   No I/O, no Lambda types.
-//! - [`db`]: the pool, the migration step, and one module of named SQL per table
+//! - [`db`]: its own settings (`settings`), the pool (`pool`), the migration step
+//!   (`migrate`), its errors (`error`), and one module of named SQL per table
 //!   (`resources`, `reservations`, `waitlist`, `idempotency`, `outbox`, `intents`,
 //!   `breakers`, `upstream_views`, `seat_polls`, `webhooks`, `series`, `feeds`, `pools`,
 //!   `cursor_key`), plus `hold` (the one-statement hold), `lapse` (holds past their
@@ -51,7 +52,8 @@
 //!   parameters), idempotency keys (`idempotency`), the catalogue of problem types
 //!   (`problem_types`) and the one mapping of every failure to RFC 9457 problem JSON
 //!   (`problem`).
-//! - [`config`], [`clock`], [`metrics`] (CloudWatch EMF lines): the process around it.
+//! - [`config`], [`secret`] (a value kept out of logs), [`clock`], [`metrics`]
+//!   (CloudWatch EMF lines): the process around it.
 //!
 //! PostgreSQL is the only authority: the guarantees live in constraints, row locks and
 //! short transactions, never in this process's memory.
@@ -66,6 +68,7 @@ pub mod intents;
 pub mod metrics;
 pub mod notify;
 pub mod outbox;
+pub mod secret;
 #[cfg(feature = "sqs")]
 pub mod sqs;
 pub mod upstream;
@@ -141,7 +144,7 @@ impl AppState {
     /// that connects lazily, so cold start does no network I/O.
     pub fn from_env(mode: config::Defaults) -> Result<Self, config::ConfigError> {
         let config = Config::from_env(mode)?;
-        let pool = db::pool(&config)?;
+        let pool = db::pool(&config.database)?;
         Ok(Self::new(pool, config))
     }
 }

@@ -5,71 +5,14 @@
 //! FIFO queue deduplicates by it).
 
 use crate::Clock;
-pub use crate::db::outbox::Topic;
 use crate::db::{DbError, outbox};
-use crate::domain::EventKind;
+pub use crate::domain::messages::{Envelope, IntentMessage, Topic};
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The message of the intents queue: which intent to execute. The one type the
-/// outbox writes (as the envelope's `data`), the worker reads and the tests send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct IntentMessage {
-    pub intent_id: uuid::Uuid,
-    pub reservation_id: uuid::Uuid,
-}
-
-impl IntentMessage {
-    /// The message in an SQS body (an [`Envelope`]); `None` when it is not one.
-    pub fn from_body(body: &str) -> Option<IntentMessage> {
-        Envelope::read(body).and_then(|e| IntentMessage::from_envelope(&e))
-    }
-
-    /// The message an envelope of the intents topic carries.
-    pub fn from_envelope(envelope: &Envelope) -> Option<IntentMessage> {
-        serde_json::from_value(envelope.data.clone()).ok()
-    }
-}
-
-/// The message body of both queues: what the relay publishes, and what the notifier
-/// and the intent worker read.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct Envelope {
-    pub id: uuid::Uuid,
-    #[serde(rename = "type")]
-    pub kind: EventKind,
-    pub subject_id: uuid::Uuid,
-    pub occurred_at: chrono::DateTime<chrono::Utc>,
-    pub data: serde_json::Value,
-}
-
-impl Envelope {
-    /// The envelope in a message body; `None` when the body is not one.
-    pub fn read(body: &str) -> Option<Envelope> {
-        serde_json::from_str(body).ok()
-    }
-
-    /// The resource an event is about: every reservation and waitlist event names it.
-    pub fn resource_id(&self) -> Option<uuid::Uuid> {
-        self.data.get("resource_id")?.as_str()?.parse().ok()
-    }
-}
-
-impl From<&outbox::Event> for Envelope {
-    fn from(e: &outbox::Event) -> Self {
-        Envelope {
-            id: e.id,
-            kind: e.kind,
-            subject_id: e.subject_id,
-            occurred_at: e.created_at,
-            data: e.payload.clone(),
-        }
-    }
-}
 
 /// Where events go. One result per event, in order: `Err` means "not delivered, retry".
 pub trait Publisher: Send + Sync {

@@ -180,7 +180,7 @@ impl TestApp {
             _ => None,
         })
         .expect("test configuration");
-        config.db_pool_size = 20;
+        config.database.pool_size = 20;
         // The service-wide limit of active holds per principal is off in the harness:
         // many tests hold more than its default 20 as one principal. The tests of the
         // limit turn it on with `Options::tweak`.
@@ -190,11 +190,13 @@ impl TestApp {
             config.upstream.token = Some(upstream_mock::TOKEN.into());
         }
         (options.tweak)(&mut config);
-        let pool = shared::db::pool(&config).expect("pool");
-        let direct = match config.database_url.expose() == direct_config.database_url.expose() {
+        let pool = shared::db::pool(&config.database).expect("pool");
+        let direct = match config.database.url.expose() == direct_config.database.url.expose() {
             true => pool.clone(),
             false => {
-                shared::db::pool(&Config { db_statements: config.db_statements, ..direct_config }).expect("direct pool")
+                let settings =
+                    shared::db::Settings { statements: config.database.statements, ..direct_config.database };
+                shared::db::pool(&settings).expect("direct pool")
             }
         };
         let mut state = AppState::new(pool, config).with_upstream_from_config().with_events_relay(options.events);

@@ -190,8 +190,8 @@ fn instance(url: &str, pool_size: usize) -> AppState {
         _ => std::env::var(k).ok().filter(|_| k == "DB_STATEMENTS"),
     })
     .expect("the fanout's configuration");
-    config.db_pool_size = pool_size;
-    AppState::new(shared::db::pool(&config).expect("a pool"), config)
+    config.database.pool_size = pool_size;
+    AppState::new(shared::db::pool(&config.database).expect("a pool"), config)
 }
 
 fn instances(url: &str, n: usize, pool_size: usize) -> Vec<AppState> {

@@ -18,7 +18,7 @@
 use bench::setup::{self, BoxError};
 use shared::clock::SystemClock;
 use shared::config::{Config, Defaults};
-use shared::db::outbox::Topic;
+use shared::outbox::Topic;
 use shared::outbox::{Envelope, Publisher, relay};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -47,8 +47,8 @@ async fn run(database_url: String, events: i64) -> Result<bool, BoxError> {
     setup::print_database_settings(&db).await?;
     let url = database_url.clone();
     let mut config = Config::from_lookup(Defaults::DevServer, move |k| (k == "DATABASE_URL").then(|| url.clone()))?;
-    config.db_pool_size = 4;
-    let pool = shared::db::pool(&config)?;
+    config.database.pool_size = 4;
+    let pool = shared::db::pool(&config.database)?;
 
     println!();
     let mut correct = true;

@@ -53,7 +53,7 @@ pub async fn handler(state: &AppState, event: LambdaEvent<SqsEvent>) -> Result<S
     use futures::StreamExt;
     let records = event.payload.records;
     let outcomes: Vec<bool> = futures::stream::iter(records.iter().map(|m| process_message(state, m)))
-        .buffered(state.config.db_pool_size.max(1))
+        .buffered(state.config.database.pool_size.max(1))
         .collect()
         .await;
     // The confirmations and releases committed: their events go out before the answer.

@@ -143,8 +143,8 @@ impl Migrator {
             Ok(config) => config,
             Err(e) => return Outcome::Failed { reason: e.to_string() },
         };
-        let at = db::database_address(config.migration_url().expose());
-        match tokio::time::timeout(budget, db::connect_and_migrate(config)).await {
+        let at = db::database_address(config.database.url_for_migrations().1.expose());
+        match tokio::time::timeout(budget, db::connect_and_migrate(&config.database)).await {
             Ok(Ok(applied)) => Outcome::Migrated { applied },
             Ok(Err(e)) => match e.database_is_ahead() {
                 Some(migration) => Outcome::DatabaseAhead { migration },

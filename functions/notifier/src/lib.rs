@@ -167,7 +167,7 @@ pub async fn handler(notifier: &Notifier, event: LambdaEvent<SqsEvent>) -> Resul
             (Vec::new(), wrote)
         }
     }))
-    .buffer_unordered(notifier.state.config.db_pool_size.max(1))
+    .buffer_unordered(notifier.state.config.database.pool_size.max(1))
     .collect()
     .await;
     let (mut failed, mut written) = (Vec::new(), Written::Nothing);

@@ -5,6 +5,7 @@
 
 use super::{DbError, GenericClient};
 use crate::domain::EventKind;
+use crate::domain::messages::{Envelope, Topic};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -65,22 +66,6 @@ pub struct Event {
     pub attempts: i32,
 }
 
-/// The queue an outbox row is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Topic {
-    Events,
-    Intents,
-}
-
-impl Topic {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Topic::Events => "events",
-            Topic::Intents => "intents",
-        }
-    }
-}
-
 /// See [`CLAIM_DUE`]: the claimed events in order of writing.
 pub async fn claim_due(
     c: &impl GenericClient,
@@ -132,7 +117,7 @@ pub async fn insert_intent_message(
     reservation_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Uuid, DbError> {
-    let message = serde_json::to_value(crate::outbox::IntentMessage { intent_id, reservation_id })
+    let message = serde_json::to_value(crate::domain::messages::IntentMessage { intent_id, reservation_id })
         .map_err(|e| DbError::Corrupt(format!("intent message: {e}")))?;
     let kind = EventKind::IntentRequested.as_str();
     Ok(c.row(INSERT_INTENT_MESSAGE, &[&intent_id, &message, &now, &kind]).await?.try_get(0)?)
@@ -144,4 +129,16 @@ pub async fn pending(c: &impl GenericClient) -> Result<i64, DbError> {
 
 pub async fn oldest_pending(c: &impl GenericClient) -> Result<Option<DateTime<Utc>>, DbError> {
     Ok(c.row(OLDEST_PENDING, &[]).await?.try_get(0)?)
+}
+
+impl From<&Event> for Envelope {
+    fn from(e: &Event) -> Self {
+        Envelope {
+            id: e.id,
+            kind: e.kind,
+            subject_id: e.subject_id,
+            occurred_at: e.created_at,
+            data: e.payload.clone(),
+        }
+    }
 }

@@ -4,6 +4,7 @@
 pub mod calendar;
 pub mod ical;
 mod load;
+pub mod messages;
 mod patch;
 pub mod policies;
 pub mod recurrence;

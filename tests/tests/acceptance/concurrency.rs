@@ -224,7 +224,7 @@ async fn lock_resource(app: &TestApp, resource: Uuid) -> deadpool_postgres::Obje
 async fn a_hold_of_a_taken_range_is_refused_at_once_while_a_competitor_holds_the_lock() {
     // Were the loser to queue on the lock, it would end in a lock timeout (503) here.
     let app = TestApp::spawn_with(acceptance::Options {
-        tweak: Box::new(|c| c.db_statement_timeout = std::time::Duration::from_millis(800)),
+        tweak: Box::new(|c| c.database.statement_timeout = std::time::Duration::from_millis(800)),
         ..Default::default()
     })
     .await;
@@ -320,7 +320,7 @@ async fn holds_of_one_single_unit_resource_go_side_by_side_and_one_range_goes_to
     // Were the second hold to queue on the first one's lock, it would end in a statement
     // timeout (503) here.
     let app = TestApp::spawn_with(acceptance::Options {
-        tweak: Box::new(|c| c.db_statement_timeout = std::time::Duration::from_millis(800)),
+        tweak: Box::new(|c| c.database.statement_timeout = std::time::Duration::from_millis(800)),
         ..Default::default()
     })
     .await;

@@ -5,6 +5,7 @@
 
 use acceptance::{admin_url, fresh_database};
 use shared::config::{Config, ConfigError, Defaults};
+use shared::db::SettingsError;
 use std::path::Path;
 use tokio_postgres::NoTls;
 
@@ -37,7 +38,7 @@ fn config(database_url: String, ca_file: Option<String>) -> Result<Config, Confi
 
 /// Is the pooled connection encrypted? The server's own word, from `pg_stat_ssl`.
 async fn encrypted(config: &Config) -> Result<bool, deadpool_postgres::PoolError> {
-    let pool = shared::db::pool(config).expect("pool");
+    let pool = shared::db::pool(&config.database).expect("pool");
     let client = pool.get().await?;
     let row = client.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).await.unwrap();
     Ok(row.get(0))
@@ -49,7 +50,7 @@ async fn sslmode_require_with_the_servers_ca_connects_encrypted() {
     let config = config(url, Some(server_certificate().await)).unwrap();
     assert!(encrypted(&config).await.expect("a verified TLS connection"));
     // The migration command connects outside the pool, through the same connector.
-    shared::db::connect_and_migrate(&config).await.expect("migrations over TLS");
+    shared::db::connect_and_migrate(&config.database).await.expect("migrations over TLS");
 }
 
 #[tokio::test]
@@ -82,7 +83,7 @@ async fn a_ca_file_without_certificates_is_refused_at_start() {
     let empty = std::env::temp_dir().join(format!("rsv-empty-ca-{}.pem", std::process::id()));
     std::fs::write(&empty, "not a certificate\n").unwrap();
     let config = config(fresh_database().await, Some(empty.display().to_string())).unwrap();
-    let err = shared::db::pool(&config).expect_err("an unusable CA file is a configuration error");
-    assert!(matches!(err, ConfigError::DatabaseCa { .. }), "{err}");
+    let err = shared::db::pool(&config.database).expect_err("an unusable CA file is a configuration error");
+    assert!(matches!(err, SettingsError::Ca { .. }), "{err}");
     let _ = std::fs::remove_file(empty);
 }

@@ -11,7 +11,7 @@ use serde_json::json;
 /// A pool of one connection, so that the test knows which connection the next
 /// request gets.
 async fn app_of_one_connection() -> TestApp {
-    TestApp::spawn_with(Options { tweak: Box::new(|c| c.db_pool_size = 1), ..Default::default() }).await
+    TestApp::spawn_with(Options { tweak: Box::new(|c| c.database.pool_size = 1), ..Default::default() }).await
 }
 
 #[tokio::test]

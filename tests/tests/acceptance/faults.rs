@@ -103,7 +103,7 @@ async fn reserving_and_joining_beside_a_lapsed_unswept_hold_answer_without_error
 async fn confirming_an_offer_while_its_entry_is_left_never_deadlocks() {
     let app = TestApp::spawn_with(Options {
         tweak: Box::new(|c| {
-            c.db_pool_size = 40;
+            c.database.pool_size = 40;
         }),
         ..Default::default()
     })
@@ -142,7 +142,7 @@ async fn confirming_an_offer_while_its_entry_is_left_never_deadlocks() {
 async fn reserves_and_joins_on_fresh_connections_under_backend_kills_never_answer_500() {
     let app = TestApp::spawn_with(Options {
         tweak: Box::new(|c| {
-            c.db_pool_size = 40;
+            c.database.pool_size = 40;
             c.hold_ttl_seconds = 1;
         }),
         ..Default::default()
@@ -265,8 +265,8 @@ async fn timestamps_finer_than_a_microsecond_or_on_a_leap_second_are_refused_by_
 async fn retries_waiting_for_their_original_leave_the_pool_to_everyone_else() {
     let app = TestApp::spawn_with(Options {
         tweak: Box::new(|c| {
-            c.db_pool_size = 4;
-            c.db_statement_timeout = std::time::Duration::from_secs(15);
+            c.database.pool_size = 4;
+            c.database.statement_timeout = std::time::Duration::from_secs(15);
             c.idempotency_wait = std::time::Duration::from_secs(12);
         }),
         ..Default::default()
@@ -319,13 +319,13 @@ async fn a_request_that_gets_no_connection_for_too_many_clients_is_told_to_come_
     let as_role = role.clone();
     let app = TestApp::spawn_with(Options {
         tweak: Box::new(move |c| {
-            let url = c.database_url.expose().replacen("://postgres@", &format!("://{as_role}@"), 1);
-            c.database_url = shared::config::Secret::from(url.as_str());
+            let url = c.database.url.expose().replacen("://postgres@", &format!("://{as_role}@"), 1);
+            c.database.url = shared::config::Secret::from(url.as_str());
         }),
         ..Default::default()
     })
     .await;
-    assert!(app.state.config.database_url.expose().contains(&role), "the test server connects as postgres");
+    assert!(app.state.config.database.url.expose().contains(&role), "the test server connects as postgres");
     let db = app.db().await;
     db.batch_execute(&format!("CREATE ROLE {role} LOGIN CONNECTION LIMIT 0")).await.unwrap();
     let (s, e) = hours(10, 11);
@@ -347,7 +347,7 @@ async fn a_request_that_gets_no_connection_for_too_many_clients_is_told_to_come_
 #[tokio::test]
 async fn a_lock_timeout_answers_503_with_retry_after() {
     let app = TestApp::spawn_with(Options {
-        tweak: Box::new(|c| c.db_statement_timeout = std::time::Duration::from_millis(300)),
+        tweak: Box::new(|c| c.database.statement_timeout = std::time::Duration::from_millis(300)),
         ..Default::default()
     })
     .await;
@@ -394,8 +394,8 @@ async fn ten_intents_in_one_batch_settle_as_a_slow_upstream_decided_with_a_pool_
     assert_eq!(messages.len(), 10);
     // The worker as deployed: a pool of two connections, the batch of ten at once.
     let mut config = (*app.state.config).clone();
-    config.db_pool_size = 2;
-    let pool = shared::db::pool(&config).unwrap();
+    config.database.pool_size = 2;
+    let pool = shared::db::pool(&config.database).unwrap();
     let mut worker = shared::AppState::new(pool, config).with_upstream_from_config();
     worker.clock = app.state.clock.clone();
     let response = invoke_worker(&worker, messages.iter().map(sqs_record).collect()).await;

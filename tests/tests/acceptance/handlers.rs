@@ -111,8 +111,8 @@ async fn in_jwt_mode_the_principal_is_the_sub_claim_and_the_header_is_ignored() 
 async fn a_broken_database_is_a_503_that_says_nothing_internal() {
     let app = TestApp::spawn().await;
     let mut config = (*app.state.config).clone();
-    config.database_url = "postgres://postgres@127.0.0.1:1/nowhere".into();
-    let mut state = shared::AppState::new(shared::db::pool(&config).unwrap(), config);
+    config.database.url = "postgres://postgres@127.0.0.1:1/nowhere".into();
+    let mut state = shared::AppState::new(shared::db::pool(&config.database).unwrap(), config);
     state.clock = app.state.clock.clone();
     let resp = availability::handler(&state, lambda_request("GET", "/v1/health", None, None)).await.unwrap();
     assert_eq!(resp.status(), 503);

@@ -55,7 +55,7 @@ async fn every_invocation_the_readme_shows_succeeds_on_a_database_with_the_seed(
     let lookup_url = url.clone();
     let config = Config::from_lookup(Defaults::Lambda, move |k| (k == "DATABASE_URL").then(|| lookup_url.clone()))
         .expect("a Lambda configuration");
-    let state = AppState::new(shared::db::pool(&config).unwrap(), config);
+    let state = AppState::new(shared::db::pool(&config.database).unwrap(), config);
     for (function, file) in readme_invocations() {
         let text = std::fs::read_to_string(workspace_root().join(&file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         let event: ApiGatewayV2httpRequest = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));

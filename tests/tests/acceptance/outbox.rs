@@ -454,9 +454,11 @@ impl Publisher for NeedsTheConnection {
 /// connection taken from the pool, then marks.
 #[tokio::test]
 async fn the_relay_holds_no_database_connection_while_it_publishes() {
-    let app =
-        TestApp::spawn_with(acceptance::Options { tweak: Box::new(|c| c.db_pool_size = 1), ..Default::default() })
-            .await;
+    let app = TestApp::spawn_with(acceptance::Options {
+        tweak: Box::new(|c| c.database.pool_size = 1),
+        ..Default::default()
+    })
+    .await;
     let room = app.resource(1).await;
     app.hold("alice", room, 10, 11).await;
 
