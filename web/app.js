@@ -151,6 +151,21 @@
     return text;
   }
 
+  /** A control that cannot be used now: it stays in the tab order, so that focus
+   *  reaches it and reads its reason (`note`, by aria-describedby), and a press says
+   *  the reason ([orWhy]). It looks disabled (app.css). */
+  function unavailable(button, note) {
+    button.setAttribute('aria-disabled', 'true');
+    button.setAttribute('aria-describedby', note.id);
+  }
+
+  /** A press handler: `action`, or, on a control made [unavailable], its reason said. */
+  const orWhy = (action) => (e) => {
+    const button = e.currentTarget;
+    if (button.getAttribute('aria-disabled') !== 'true') return action();
+    say('Not now: ' + document.getElementById(button.getAttribute('aria-describedby')).textContent);
+  };
+
   function say(text, kind) {
     const box = $('messages');
     box.textContent = text;
@@ -707,7 +722,7 @@
       const what = namesOf(r) + ', ' + when(r.start, r.end, zoneOf(r.resource_id), named);
       const item = el('li', { 'data-id': r.id, 'data-status': r.status });
       const text = el('span', { class: 'what' }, what + ' · ');
-      const moveButton = el('button', { type: 'button', class: 'move', text: 'Move', 'aria-label': 'Move ' + what, onclick: () => startMoving(r) });
+      const moveButton = el('button', { type: 'button', class: 'move', text: 'Move', 'aria-label': 'Move ' + what, onclick: orWhy(() => startMoving(r)) });
       if (r.status === 'HELD') {
         text.append(r.source === 'waitlist_offer' ? 'offered, ' : 'held, ', countdown(r.expires_at), ' left');
         item.append(text,
@@ -716,22 +731,23 @@
           el('button', { type: 'button', class: 'cancel', text: 'Release', 'aria-label': 'Release ' + what, onclick: () => cancelReservation(r.id, 'Release') }));
       } else {
         text.append(r.status === 'CONFIRMED' ? 'confirmed' : 'confirming');
-        // The resource's deadlines, said in words where a disabled button would not.
+        // The resource's deadlines, said in words beside the buttons they close.
         const closed = (minutes) => !state.admin && minutes != null && Date.now() > Date.parse(r.start) - minutes * 60000;
         const res = state.resources.find((x) => x.id === r.resource_id) || {};
-        const moveClosed = closed(res.reschedule_notice_minutes);
-        const cancelClosed = closed(res.cancel_notice_minutes);
-        moveButton.disabled = r.status !== 'CONFIRMED' || moveClosed;
-        const cancelButton = el('button', { type: 'button', class: 'cancel', text: 'Cancel', 'aria-label': 'Cancel ' + what, disabled: r.status !== 'CONFIRMED' || cancelClosed, onclick: () => cancelReservation(r.id, 'Cancel') });
+        const confirming = r.status !== 'CONFIRMED';
+        const moveClosed = !confirming && closed(res.reschedule_notice_minutes);
+        const cancelClosed = !confirming && closed(res.cancel_notice_minutes);
+        const cancelButton = el('button', { type: 'button', class: 'cancel', text: 'Cancel', 'aria-label': 'Cancel ' + what, onclick: orWhy(() => cancelReservation(r.id, 'Cancel')) });
         item.append(text, moveButton, cancelButton);
         const why = [];
+        if (confirming) why.push('moving and cancelling open once it is confirmed');
         if (cancelClosed) why.push('cancelling closed ' + lengthText(res.cancel_notice_minutes) + ' before the start');
         if (moveClosed) why.push('moving closed ' + lengthText(res.reschedule_notice_minutes) + ' before the start');
         if (why.length) {
           const note = el('span', { class: 'muted why', id: 'why-' + r.id, text: why.join('; ') });
           item.append(note);
-          cancelButton.setAttribute('aria-describedby', note.id);
-          moveButton.setAttribute('aria-describedby', note.id);
+          if (confirming || cancelClosed) unavailable(cancelButton, note);
+          if (confirming || moveClosed) unavailable(moveButton, note);
         }
       }
       list.append(item);

@@ -1061,9 +1061,12 @@ async fn a_person_sees_the_day_their_limit_closed_and_why_their_booking_can_no_l
 
     page.wait_for("the booking in my list", "document.querySelector('#mine li[data-status=CONFIRMED]')").await;
     let disabled = page
-        .js("return document.querySelector('#mine li[data-status=CONFIRMED] button.cancel').disabled", json!([]))
+        .js(
+            "return document.querySelector('#mine li[data-status=CONFIRMED] button.cancel').getAttribute('aria-disabled')",
+            json!([]),
+        )
         .await;
-    assert_eq!(disabled, true, "past its cancel deadline");
+    assert_eq!(disabled, "true", "past its cancel deadline");
     let why = page.text("#mine li[data-status=CONFIRMED] .why").await;
     assert!(why.contains("cancelling closed"), "the reason is written out: {why}");
     let findings = page.accessibility_findings().await;
@@ -1316,6 +1319,21 @@ async fn a_button_past_its_deadline_looks_disabled_and_its_reason_is_read_with_i
             described.as_str().unwrap().contains("cancelling closed"),
             "the reason is read with the button: {described}"
         );
+        // It stays in the tab order, so that focus reaches it and reads its reason, and
+        // a press says why in the page's messages and changes nothing.
+        let focused = page
+            .js(
+                "const b = document.querySelector(arguments[0]); b.focus(); \
+                 return [document.activeElement === b, b.getAttribute('aria-disabled')]",
+                json!([cancel]),
+            )
+            .await;
+        assert_eq!(focused, json!([true, "true"]), "focusable, and said to be unavailable");
+        page.click(&cancel).await;
+        page.wait_for("the reason said", "document.getElementById('messages').textContent.includes('cancelling closed')")
+            .await;
+        let kept = app.reservation("alice", &json!(id)).await;
+        assert_eq!(kept["status"], "CONFIRMED", "a press past the deadline cancels nothing: {kept}");
         page.assert_accessible("a booking past its deadlines").await;
     }
 }
