@@ -93,8 +93,7 @@ pub(super) async fn judge(
     }
     rules.judge(start, end, now, judge).map_err(BookingError::OutsideSchedule)?;
     if resource.capacity == 1 {
-        let reach = rules.lapsed_reach();
-        let lapsed = lapse::expire_lapsed_overlapping(tx, resource.id, start - reach, Some(end + reach), now).await?;
+        let lapsed = expire_lapsed_near(tx, resource, start, end, now).await?;
         on_freed(tx, resource, &lapsed, now).await?;
     }
     let (from, to) = rules.buffered(start, end);
@@ -120,9 +119,9 @@ pub(super) fn applies(resource: &Resource) -> bool {
 }
 
 /// Writes down the lapsed holds of a single unit that the database would still count
-/// against a new booking over `[start, end)` with its buffers: with rules, any whose
-/// period a buffer can meet; without, those that keep buffers of their own. Returns
-/// them, for the hand-over.
+/// against a new booking over `[start, end)`: those whose kept ranges meet the range it
+/// keeps with its buffers, and only those (the sweep takes the rest). Returns them, for
+/// the hand-over.
 pub(super) async fn expire_lapsed_near(
     tx: &impl GenericClient,
     resource: &Resource,
@@ -130,13 +129,8 @@ pub(super) async fn expire_lapsed_near(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<crate::domain::Reservation>, DbError> {
-    let rules = &resource.calendar;
-    if rules.any() {
-        let reach = rules.lapsed_reach();
-        lapse::expire_lapsed_overlapping(tx, resource.id, start - reach, Some(end + reach), now).await
-    } else {
-        lapse::expire_lapsed_keeping_buffers(tx, resource.id, start, end, now).await
-    }
+    let (from, to) = resource.calendar.buffered(start, end);
+    lapse::expire_lapsed_meeting_kept(tx, resource.id, from, to, now).await
 }
 
 /// The ranges kept by the active bookings that can meet the buffers of a new booking

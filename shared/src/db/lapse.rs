@@ -13,7 +13,7 @@ use uuid::Uuid;
 statements![
     EXPIRE_LAPSED_OVERLAPPING,
     EXPIRE_LAPSED_OVERLAPPING_ANY,
-    EXPIRE_LAPSED_KEEPING_BUFFERS,
+    EXPIRE_LAPSED_MEETING_KEPT,
     CLAIM_LAPSED_RESOURCE,
     EXPIRE_LAPSED_BATCH,
     ANY_LAPSED,
@@ -62,13 +62,12 @@ pub const EXPIRE_LAPSED_OVERLAPPING: &str = expire_lapsed_where!("period && tstz
 pub const EXPIRE_LAPSED_OVERLAPPING_ANY: &str =
     expire_lapsed_where!(resource: "resource_id = ANY($1)", "period && tstzrange($2, $3, '[)')");
 
-/// [`EXPIRE_LAPSED_OVERLAPPING`] for the lapsed holds that keep buffers (`buffered`
-/// wider than `period`) and whose kept range meets `[$2, $3)`: those a new
-/// booking without buffers of its own could still meet.
-pub const EXPIRE_LAPSED_KEEPING_BUFFERS: &str = expire_lapsed_where!(
-    "period && tstzrange($2::timestamptz - interval '1 day', $3::timestamptz + interval '1 day', '[)') \
-     AND buffered && tstzrange($2, $3, '[)') AND buffered <> period"
-);
+/// [`EXPIRE_LAPSED_OVERLAPPING`] on a single unit for the lapsed holds whose kept
+/// ranges (`buffered`) meet `[$2, $3)`, the range a new booking keeps: exactly those the
+/// exclusion constraint would still count against it, and no others, found by the
+/// constraint's own index.
+pub const EXPIRE_LAPSED_MEETING_KEPT: &str =
+    expire_lapsed_where!("resource_capacity = 1 AND buffered && tstzrange($2, $3, '[)')");
 
 /// The sweep's claim: the resource of the oldest lapsed hold whose row no one else
 /// holds, locked until the caller's transaction ends (`reservation_claim_lapsed`, which
@@ -132,15 +131,15 @@ pub async fn expire_lapsed_overlapping_any(
     c.rows(EXPIRE_LAPSED_OVERLAPPING_ANY, &[&resource_ids, &start, &end, &now]).await?.iter().map(from_row).collect()
 }
 
-/// See [`EXPIRE_LAPSED_KEEPING_BUFFERS`].
-pub async fn expire_lapsed_keeping_buffers(
+/// See [`EXPIRE_LAPSED_MEETING_KEPT`].
+pub async fn expire_lapsed_meeting_kept(
     c: &impl GenericClient,
     resource_id: Uuid,
     start: DateTime<Utc>,
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    c.rows(EXPIRE_LAPSED_KEEPING_BUFFERS, &[&resource_id, &start, &end, &now]).await?.iter().map(from_row).collect()
+    c.rows(EXPIRE_LAPSED_MEETING_KEPT, &[&resource_id, &start, &end, &now]).await?.iter().map(from_row).collect()
 }
 
 /// See [`CLAIM_LAPSED_RESOURCE`].

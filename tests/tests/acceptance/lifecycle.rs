@@ -275,3 +275,52 @@ async fn the_sweeps_claim_takes_the_resource_of_the_oldest_lapsed_hold_first() {
     app.db().await.execute("UPDATE reservations SET status = 'EXPIRED'", &[]).await.unwrap();
     assert_eq!(claim(clock.now()).await, None, "nothing left");
 }
+
+/// The status a reservation's row has now, as stored (a read reports a lapse at once,
+/// whether or not it is written down).
+async fn stored_status(app: &TestApp, reservation: &Value) -> String {
+    let id = Uuid::parse_str(reservation["id"].as_str().unwrap()).unwrap();
+    app.db().await.query_one("SELECT status FROM reservations WHERE id = $1", &[&id]).await.unwrap().get(0)
+}
+
+/// A request writes down the lapsed holds in its own way and leaves the others to the
+/// sweep, so that its transaction does not grow with the lapsed holds around it.
+#[tokio::test]
+async fn a_request_writes_down_only_the_lapsed_holds_in_its_own_way() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 60})).await;
+    let in_the_way = app.hold("alice", room, 10, 11).await;
+    let beside = app.hold("alice", room, 11, 12).await;
+    let later = app.hold("alice", room, 15, 16).await;
+    clock.advance(Duration::seconds(60));
+
+    let (s, e) = hours(10, 11);
+    let (status, made) = app.reserve("bob", room, (&s, &e), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(stored_status(&app, &in_the_way).await, "EXPIRED");
+    assert_eq!(stored_status(&app, &beside).await, "HELD", "beside the new hold, not in its way");
+    assert_eq!(stored_status(&app, &later).await, "HELD", "later the same day");
+}
+
+/// With buffers, the lapsed holds in the way are those whose kept ranges meet the range
+/// the new booking keeps: buffers included, and no further.
+#[tokio::test]
+async fn with_buffers_a_request_writes_down_the_lapsed_holds_whose_kept_ranges_meet_its_own() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(json!({"name": "Room", "hold_ttl_seconds": 60, "buffer_after_minutes": 30})).await;
+    // Kept until 11:30 and from 12:00 to 13:30: both meet 11:00-12:30, which a booking
+    // of 11:00-12:00 keeps.
+    let before = app.hold("alice", room, 10, 11).await;
+    let after = app.hold("alice", room, 12, 13).await;
+    let later = app.hold("alice", room, 15, 16).await;
+    clock.advance(Duration::seconds(60));
+
+    let (s, e) = hours(11, 12);
+    let (status, made) = app.reserve("bob", room, (&s, &e), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(stored_status(&app, &before).await, "EXPIRED", "its buffer reached the new start");
+    assert_eq!(stored_status(&app, &after).await, "EXPIRED", "the new buffer reached its start");
+    assert_eq!(stored_status(&app, &later).await, "HELD", "later the same day, kept apart");
+}

@@ -146,12 +146,6 @@ impl CalendarRules {
         Ok(())
     }
 
-    /// How far either side of a new range the ranges other bookings keep may lie and
-    /// still meet its buffers (a buffer is at most a day).
-    pub fn lapsed_reach(&self) -> Duration {
-        Duration::days(1) + self.reach()
-    }
-
     /// The kept ranges of other bookings as a new booking's own range sees them: its
     /// buffers must stay off them too, so each reaches its buffer after further back
     /// and its buffer before further on.
