@@ -1330,8 +1330,11 @@ async fn a_button_past_its_deadline_looks_disabled_and_its_reason_is_read_with_i
             .await;
         assert_eq!(focused, json!([true, "true"]), "focusable, and said to be unavailable");
         page.click(&cancel).await;
-        page.wait_for("the reason said", "document.getElementById('messages').textContent.includes('cancelling closed')")
-            .await;
+        page.wait_for(
+            "the reason said",
+            "document.getElementById('messages').textContent.includes('cancelling closed')",
+        )
+        .await;
         let kept = app.reservation("alice", &json!(id)).await;
         assert_eq!(kept["status"], "CONFIRMED", "a press past the deadline cancels nothing: {kept}");
         page.assert_accessible("a booking past its deadlines").await;
