@@ -260,6 +260,11 @@
     return null;
   }
 
+  /** The other item of a booking together, as the slots read names it. */
+  function withQuery(item) {
+    return item.resource_id ? 'resource_id=' + item.resource_id : 'pool_id=' + item.pool_id;
+  }
+
   function togetherName() {
     const t = together();
     if (!t) return '';
@@ -513,20 +518,26 @@
   // ---- the first view ----------------------------------------------------------
 
   /** Shows the week and day of the first start that can be booked on the chosen
-   *  resource at the chosen length, within the 62 days one slots read spans; the
-   *  current week when there is none. While it reads, the calendar is not drawn, so
-   *  the first week drawn is this one. A week the person stepped to since is kept. */
+   *  resource at the chosen length (together with the other one, when one is chosen),
+   *  within the 62 days one slots read spans; the current week when there is none.
+   *  While it reads, the calendar is not drawn, so the first week drawn is this one. A
+   *  week the person stepped to since is kept. */
   async function placeAtFirstFree() {
     const resource = current();
     if (!resource || !state.who) return;
     const length = chosenLength(resource);
+    const withItem = together();
     const token = (state.placing = {});
     try {
       const from = Date.now();
       const w = 'from=' + encodeURIComponent(new Date(from).toISOString()) +
         '&to=' + encodeURIComponent(new Date(from + 62 * 86400000).toISOString());
-      const r = await api('GET', 'v1/resources/' + resource.id + '/slots?' + w + '&duration=PT' + length + 'M');
-      const still = state.placing === token && current() === resource && chosenLength(resource) === length;
+      const path = withItem
+        ? 'v1/slots?resource_id=' + resource.id + '&' + withQuery(withItem) + '&together=true&'
+        : 'v1/resources/' + resource.id + '/slots?';
+      const r = await api('GET', path + w + '&duration=PT' + length + 'M');
+      const still = state.placing === token && current() === resource && chosenLength(resource) === length &&
+        JSON.stringify(together()) === JSON.stringify(withItem);
       if (!still || r.status !== 200 || !r.body.slots.length) return;
       const zone = resource.time_zone || 'UTC';
       const p = zoneParts(Date.parse(r.body.slots[0].start), zone);
@@ -1210,14 +1221,13 @@
       const length = chosenLength(resource);
       const weekOffset = state.weekOffset;
       const withItem = together();
-      const withQuery = withItem ? (withItem.resource_id ? 'resource_id=' + withItem.resource_id : 'pool_id=' + withItem.pool_id) : '';
       const [a, s, g] = await Promise.all([
         api('GET', 'v1/resources/' + resource.id + '/availability?' + w),
         api('GET', 'v1/resources/' + resource.id + '/slots?' + w + '&duration=PT' + length + 'M&unavailable=true'),
         // Together: the starts at which the resource and the other (or some member of
         // the pool) are all free, each under its own rules.
         withItem
-          ? api('GET', 'v1/slots?resource_id=' + resource.id + '&' + withQuery + '&together=true&' + w + '&duration=PT' + length + 'M')
+          ? api('GET', 'v1/slots?resource_id=' + resource.id + '&' + withQuery(withItem) + '&together=true&' + w + '&duration=PT' + length + 'M')
           : Promise.resolve({ status: 200, body: null }),
       ]);
       // A read of what is no longer asked for (another resource, length or week) is
@@ -1311,7 +1321,14 @@
     buildHours();
     $('identity').addEventListener('submit', (e) => { e.preventDefault(); signIn($('who').value); });
     $('resource').addEventListener('change', async (e) => { await chooseResource(e.target.value); refresh(); });
-    $('with').addEventListener('change', (e) => { state.with = e.target.value; fillTogether(); refresh(); });
+    $('with').addEventListener('change', async (e) => {
+      state.with = e.target.value;
+      fillTogether();
+      // Together, the first time both are free may come later: the first view follows
+      // it until the person steps to a week of their own.
+      if (!state.stepped) await placeAtFirstFree();
+      refresh();
+    });
     $('duration').addEventListener('change', async (e) => {
       const resource = current();
       if (resource) state.lengths[resource.id] = Number(e.target.value);

@@ -1393,6 +1393,48 @@ async fn on_a_sunday_evening_the_page_opens_at_the_first_time_that_can_be_booked
 
 #[tokio::test]
 #[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
+async fn booking_together_the_page_moves_to_the_first_time_both_are_free() {
+    let driver = Chromedriver::start().await;
+    // Sunday 14 March 2027, 18:40 in Berlin.
+    let sunday = chrono::DateTime::parse_from_rfc3339("2027-03-14T18:40:00+01:00").unwrap().to_utc();
+    let app = TestApp::spawn_with_clock(std::sync::Arc::new(shared::clock::ManualClock::new(sunday))).await;
+    let day = json!([["09:00", "20:00"]]);
+    let desk = app
+        .resource_with(json!({
+            "name": "Late desk", "time_zone": "Europe/Berlin", "slot_minutes": 30,
+            "schedule": {"weekly": {"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day},
+                         "exceptions": []},
+        }))
+        .await;
+    let room = app.resource_with(json!({"name": "Back room", "time_zone": "Europe/Berlin"})).await;
+    // Bob has the back room until Wednesday noon.
+    let noon = chrono::DateTime::parse_from_rfc3339("2027-03-17T12:00:00+01:00").unwrap().to_utc();
+    let body = json!({"resource_id": room, "start": sunday.to_rfc3339(), "end": noon.to_rfc3339(), "confirm": true});
+    let (status, made) = send(app.post("bob", "/v1/reservations", &body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    for page in [driver.phone().await, driver.browser().await] {
+        page.set_clock(sunday).await;
+        page.sign_in(&app, "/", "alice", desk).await;
+        let d = "document.getElementById('calendar').dataset";
+        assert_eq!(
+            page.js(&format!("return [{d}.week, {d}.day]"), json!([])).await,
+            json!(["0", "6"]),
+            "the desk alone"
+        );
+        page.js(
+            "const s = document.getElementById('with'); s.value = arguments[0]; s.dispatchEvent(new Event('change'));",
+            json!([format!("resource:{room}")]),
+        )
+        .await;
+        page.wait_for("next Wednesday", &format!("{d}.week === '1' && {d}.day === '2'")).await;
+        page.wait_for_slot(2, "12:00", "free").await;
+        assert_eq!(page.slot_state(2, "11:30").await, "apart", "the back room is Bob's until noon");
+        page.assert_accessible("the first view together").await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
 async fn an_admin_makes_a_resource_with_every_setting_in_one_form_and_reads_each_error_beside_its_field() {
     let driver = Chromedriver::start().await;
     let app = TestApp::spawn().await;
