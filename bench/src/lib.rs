@@ -10,7 +10,9 @@
 //!   and without a pooler;
 //! - `relay-bench` (`src/bin/relay.rs`): the events relay's ceiling;
 //! - `webhook-bench` (`src/bin/webhooks.rs`): how soon a hold's webhook arrives, and what
-//!   relaying after each request costs the holds.
+//!   relaying after each request costs the holds;
+//! - `drain-bench` (`src/bin/drain.rs`): the sweep catching up with a backlog of lapsed
+//!   holds, and what it costs the holds on other resources.
 //!
 //! The modules: [`setup`] (the throwaway database, the in-process dev server, the
 //! parameters and the exit code), [`burst`] ((a) and (ag)), [`throughput`] (the
