@@ -4,7 +4,7 @@
 
 use crate::Limits;
 use shared::config::{Config, ConfigError};
-use shared::db::{self, MigrateError, database_address, io_reason};
+use shared::db::{self, MigrateError, io_reason};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -100,7 +100,7 @@ pub async fn listen(port: u16) -> Result<TcpListener, StartupError> {
 /// `DATABASE_URL`) and applies the migrations.
 pub async fn migrate(config: &Config) -> Result<usize, StartupError> {
     db::connect_and_migrate(&config.database).await.map_err(|e| {
-        let at = database_address(config.database.url_for_migrations().1.expose());
+        let at = config.database.migration_address();
         match e {
             MigrateError::Settings(e) => StartupError::Config(e.into()),
             MigrateError::Database(_) => StartupError::Database { at, reason: e.reason() },

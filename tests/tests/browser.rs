@@ -510,6 +510,22 @@ async fn salon_chair(app: &TestApp) -> Uuid {
     .await
 }
 
+/// Sunday 14 March 2027, 18:40 in Berlin (CET); 12:40 in New York.
+fn sunday_evening() -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339("2027-03-14T18:40:00+01:00").unwrap().to_utc()
+}
+
+/// A desk in Berlin open every day from 09:00 to 20:00, on a 30-minute grid.
+async fn late_desk(app: &TestApp) -> Uuid {
+    let day = json!([["09:00", "20:00"]]);
+    app.resource_with(json!({
+        "name": "Late desk", "time_zone": "Europe/Berlin", "slot_minutes": 30,
+        "schedule": {"weekly": {"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day},
+                     "exceptions": []},
+    }))
+    .await
+}
+
 /// The reservations of `resource` as stored: (owner, status, local start and end).
 async fn stored_ranges(app: &TestApp, resource: Uuid, zone: &str) -> Vec<(String, String, String)> {
     app.db()
@@ -1345,17 +1361,9 @@ async fn a_button_past_its_deadline_looks_disabled_and_its_reason_is_read_with_i
 #[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
 async fn on_a_sunday_evening_the_page_opens_at_the_first_time_that_can_be_booked_with_no_past_rows_before_it() {
     let driver = Chromedriver::start().await;
-    // Sunday 14 March 2027, 18:40 in Berlin (CET); 12:40 in New York.
-    let sunday = chrono::DateTime::parse_from_rfc3339("2027-03-14T18:40:00+01:00").unwrap().to_utc();
+    let sunday = sunday_evening();
     let app = TestApp::spawn_with_clock(std::sync::Arc::new(shared::clock::ManualClock::new(sunday))).await;
-    let day = json!([["09:00", "20:00"]]);
-    let desk = app
-        .resource_with(json!({
-            "name": "Late desk", "time_zone": "Europe/Berlin", "slot_minutes": 30,
-            "schedule": {"weekly": {"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day},
-                         "exceptions": []},
-        }))
-        .await;
+    let desk = late_desk(&app).await;
     let chair = salon_chair(&app).await;
     let times = |day: u8| {
         format!(
@@ -1395,17 +1403,9 @@ async fn on_a_sunday_evening_the_page_opens_at_the_first_time_that_can_be_booked
 #[ignore = "needs chromium and chromium-driver; scripts/test installs them and runs these"]
 async fn booking_together_the_page_moves_to_the_first_time_both_are_free() {
     let driver = Chromedriver::start().await;
-    // Sunday 14 March 2027, 18:40 in Berlin.
-    let sunday = chrono::DateTime::parse_from_rfc3339("2027-03-14T18:40:00+01:00").unwrap().to_utc();
+    let sunday = sunday_evening();
     let app = TestApp::spawn_with_clock(std::sync::Arc::new(shared::clock::ManualClock::new(sunday))).await;
-    let day = json!([["09:00", "20:00"]]);
-    let desk = app
-        .resource_with(json!({
-            "name": "Late desk", "time_zone": "Europe/Berlin", "slot_minutes": 30,
-            "schedule": {"weekly": {"mon": day, "tue": day, "wed": day, "thu": day, "fri": day, "sat": day, "sun": day},
-                         "exceptions": []},
-        }))
-        .await;
+    let desk = late_desk(&app).await;
     let room = app.resource_with(json!({"name": "Back room", "time_zone": "Europe/Berlin"})).await;
     // Bob has the back room until Wednesday noon.
     let noon = chrono::DateTime::parse_from_rfc3339("2027-03-17T12:00:00+01:00").unwrap().to_utc();

@@ -143,7 +143,7 @@ impl Migrator {
             Ok(config) => config,
             Err(e) => return Outcome::Failed { reason: e.to_string() },
         };
-        let at = db::database_address(config.database.url_for_migrations().1.expose());
+        let at = config.database.migration_address();
         match tokio::time::timeout(budget, db::connect_and_migrate(&config.database)).await {
             Ok(Ok(applied)) => Outcome::Migrated { applied },
             Ok(Err(e)) => match e.database_is_ahead() {

@@ -41,6 +41,11 @@ impl Settings {
             None => ("DATABASE_URL", &self.url),
         }
     }
+
+    /// `host:port` of where the migration step connects, for its messages.
+    pub fn migration_address(&self) -> String {
+        database_address(self.url_for_migrations().1.expose())
+    }
 }
 
 /// Settings that cannot make a connection.

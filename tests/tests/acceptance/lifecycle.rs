@@ -31,16 +31,7 @@ async fn a_lapsed_hold_stops_blocking_at_once_without_any_sweep() {
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(slug(&problem), "reservation-not-held");
     // The inline expiry wrote the lapse down, in the same transaction that reused the slot.
-    let row = app
-        .db()
-        .await
-        .query_one(
-            "SELECT status FROM reservations WHERE id = $1",
-            &[&Uuid::parse_str(first["id"].as_str().unwrap()).unwrap()],
-        )
-        .await
-        .unwrap();
-    assert_eq!(row.get::<_, String>(0), "EXPIRED");
+    assert_eq!(stored_status(&app, &first).await, "EXPIRED");
 }
 
 #[tokio::test]
