@@ -6,7 +6,7 @@ Run through `scripts/chaos` (which builds the dev server first). Standard librar
 Mixed concurrent load (holds, one-step bookings, bookings of two items (two resources in
 either order, or a resource and any member of a pool), confirms, releases, cancels,
 waitlist joins and leaves, every mutation under an Idempotency-Key) on resources of
-capacity 1, 2 and 5 with 1-2 s hold TTLs, while backends are terminated every few seconds, the cluster
+capacity 1, 2, 5 and 1,000 with 1-2 s hold TTLs, while backends are terminated every few seconds, the cluster
 is restarted (`pg_ctl restart -m fast` and `-m immediate`) and the server is killed with
 SIGKILL in the middle of a burst and started again. Every key that got no final answer
 (a 5xx, a broken connection, 409 idempotency-key-in-progress) is retried until it gets
@@ -18,6 +18,8 @@ one. Then the invariants are read from the database, not from the API:
   (c) one reservation (and one waitlist entry) per idempotency key;
   (d) no waiting entry could fit the free capacity once the sweeper has run;
   (e) every booking of several items is whole: its rows share one status and expiry;
+  (f) every capacity-N resource's load timeline equals its bookings, recomputed in SQL
+      (`resource_load_mismatches()`);
 plus no HTTP 500 and a final answer for every key. Racers (the whole-bookings scenario)
 hold bookings of two items and, at their expiry, confirm or extend them while rival
 holds go for each item's resource at once; a sampler reads every resource's peak in SQL
@@ -1024,6 +1026,19 @@ ORDER BY w.seq
 """
 
 
+def check_load_timeline(cluster, checks):
+    """(f) The load timeline the capacity-N holds judge by equals the bookings it counts,
+    recomputed from the rows, after the kills, restarts and terminated backends."""
+    wrong = cluster.rows("SELECT resource_id, during::text, recorded, recomputed FROM resource_load_mismatches()")
+    pieces = cluster.rows("SELECT count(*) AS n, count(DISTINCT resource_id) AS resources, coalesce(max(load), 0) AS peak "
+                          "FROM resource_load WHERE load > 0")[0]
+    checks.add("(f) the load timeline equals the bookings", not wrong and pieces["n"] > 0,
+               f"{pieces['n']} pieces with a load on {pieces['resources']} resources (highest {pieces['peak']}), "
+               f"{len(wrong)} differences" + ("; first: " + " | ".join(
+                   f"{r['resource_id']} {r['during']}: {r['recorded']} recorded, {r['recomputed']} counted"
+                   for r in wrong[:5]) if wrong else ""))
+
+
 def check_bookings_whole(cluster, checks):
     """(e) The rows of a booking of several items share their status and expiry: no
     item was confirmed, released, expired or handed over without the others."""
@@ -1185,7 +1200,7 @@ def main():
 
         admin = Client("admin")
         resources = []
-        for cap, n, hold, offer in ((1, 3, 1, 2), (2, 3, 2, 2), (5, 2, 2, 3)):
+        for cap, n, hold, offer in ((1, 3, 1, 2), (2, 3, 2, 2), (5, 2, 2, 3), (1000, 1, 2, 3)):
             for j in range(n):
                 r = admin.request("POST", "/v1/resources", body({"name": f"chaos-cap{cap}-{j}", "capacity": cap,
                                                                  "hold_ttl_seconds": hold + (j % 2 if cap == 1 else 0),
@@ -1320,6 +1335,7 @@ def main():
         check_idempotency(checks, snap)
         check_waitlist(cluster, checks)
         check_bookings_whole(cluster, checks)
+        check_load_timeline(cluster, checks)
         checks.add("no HTTP 500", STATS.count_500 == 0, f"{STATS.count_500} answers with status 500")
     except KeyboardInterrupt as e:
         stop.set()

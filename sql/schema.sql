@@ -310,8 +310,6 @@ DECLARE
     taken boolean;
     look record;
     range tstzrange := tstzrange(p_start, p_end, '[)');
-    live_claims bigint;
-    live_total bigint;
     any_lapsed boolean;
     fits boolean;
     new_status text := CASE WHEN p_confirm THEN 'CONFIRMED' ELSE 'HELD' END;
@@ -527,26 +525,17 @@ BEGIN
             EXIT hold;
         END IF;
         -- The load under the lock, in a statement of its own: its snapshot, taken after the
-        -- lock was granted, includes every committed competitor.
-        SELECT count(*) FILTER (WHERE NOT (r.status = 'HELD' AND r.expires_at <= p_now)),
-               coalesce(sum(r.quantity) FILTER (WHERE NOT (r.status = 'HELD' AND r.expires_at <= p_now)), 0),
-               coalesce(bool_or(r.status = 'HELD' AND r.expires_at <= p_now), false)
-        INTO live_claims, live_total, any_lapsed
-        FROM reservations r
-        WHERE r.resource_id = p_resource AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.period && range;
-        IF any_lapsed THEN
+        -- lock was granted, includes every committed competitor. On capacity N it is the
+        -- load timeline's, whatever the number of bookings on the range.
+        look := reservation_load(p_resource, p_start, p_end, p_now);
+        IF look.lapsed THEN
             -- Lapsed capacity goes to the waitlist first: the general path writes the lapse
             -- down and offers it, in this transaction, under the lock already held.
             o.outcome := 'general';
             EXIT hold;
         END IF;
         new_expires_at := CASE WHEN p_confirm THEN NULL ELSE p_now + make_interval(secs => res.hold_ttl_seconds) END;
-        -- The total of the live claims is the peak when at most one of them overlaps, and
-        -- never below it: the sweep is needed only when the total does not fit.
-        fits := live_total + p_quantity <= res.capacity;
-        IF NOT fits AND live_claims > 1 THEN
-            fits := (reservation_load(p_resource, p_start, p_end, p_now)).peak + p_quantity <= res.capacity;
-        END IF;
+        fits := look.peak + p_quantity <= res.capacity;
         IF NOT fits THEN
             -- Lost under the lock. Without a key, a crash or failover that lost this
             -- commit would lose only a refusal: no need to wait for the disk, and the
@@ -654,12 +643,11 @@ DECLARE
     pool_ids uuid[];
     pools_found integer;
     -- Every resource the booking may take, by id, and what is read of each at the same
-    -- place: capacity, live claims over the range and their total, and what this
+    -- place: capacity, the peak of the live claims over the range, and what this
     -- booking's earlier items take.
     ids uuid[];
     caps integer[];
-    live_claims bigint[];
-    live_total bigint[];
+    live_peak bigint[];
     own bigint[];
     ttl integer;
     usable boolean;
@@ -730,19 +718,12 @@ BEGIN
             END IF;
         END LOOP;
         -- In a statement after the lock's: its snapshot includes every committed
-        -- competitor. Each resource's claims are read on their own (the lateral join),
-        -- as the index on (resource_id, period) serves an equality, not a list.
-        SELECT array_agg(l.claims ORDER BY x.n), array_agg(l.total ORDER BY x.n), array_agg(l.lapsed ORDER BY x.n)
-        INTO live_claims, live_total, lapsed
+        -- competitor. Each resource's load is read on its own (`reservation_load`: on
+        -- capacity N its load timeline, whatever the number of bookings on the range).
+        SELECT array_agg(l.peak ORDER BY x.n), array_agg(l.lapsed ORDER BY x.n)
+        INTO live_peak, lapsed
         FROM unnest(ids) WITH ORDINALITY AS x(rid, n)
-        CROSS JOIN LATERAL (
-            SELECT count(*) FILTER (WHERE NOT (r.status = 'HELD' AND r.expires_at <= p_now)) AS claims,
-                   coalesce(sum(r.quantity) FILTER (WHERE NOT (r.status = 'HELD' AND r.expires_at <= p_now)), 0)
-                       AS total,
-                   coalesce(bool_or(r.status = 'HELD' AND r.expires_at <= p_now), false) AS lapsed
-            FROM reservations r
-            WHERE r.resource_id = x.rid AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
-              AND r.period && range) l;
+        CROSS JOIN LATERAL reservation_load(x.rid, p_start, p_end, p_now) l;
         IF pass = 2 AND true = ANY(lapsed) THEN
             outcome := 'general';
             RETURN NEXT;
@@ -775,14 +756,7 @@ BEGIN
                 IF p_quantities[k] > caps[at] THEN
                     CONTINUE;
                 END IF;
-                -- The total of the live claims is the peak when at most one of them
-                -- meets the range, and never below it: the sweep only when the total
-                -- does not fit.
-                fits := lapsed[at] OR live_total[at] + own[at] + p_quantities[k] <= caps[at];
-                IF NOT fits AND live_claims[at] > 1 THEN
-                    fits := (reservation_load(candidate, p_start, p_end, p_now)).peak + own[at] + p_quantities[k]
-                            <= caps[at];
-                END IF;
+                fits := lapsed[at] OR live_peak[at] + own[at] + p_quantities[k] <= caps[at];
                 IF fits THEN
                     own[at] := own[at] + p_quantities[k];
                     picked := picked || candidate;
@@ -914,10 +888,36 @@ $$;
 
 CREATE FUNCTION public.reservation_load(p_resource uuid, p_start timestamp with time zone, p_end timestamp with time zone, p_now timestamp with time zone, p_except uuid DEFAULT NULL::uuid, OUT peak bigint, OUT lapsed boolean) RETURNS record
     LANGUAGE plpgsql STABLE
-    AS $$
+    AS $_$
 DECLARE
     live bigint;
+    left_out record;
 BEGIN
+    IF (SELECT r.capacity FROM resources r WHERE r.id = p_resource) > 1 THEN
+        -- The resource's lapsed holds, by its expiry index, and whether one meets the
+        -- range. Planned afresh each time (EXECUTE), with the clock's value: a plan
+        -- kept for any time cannot tell that `expires_at <= now` is rare, and reads the
+        -- resource's live bookings instead (by the period's index, or a scan), a cost
+        -- that grows with the bookings on the range. The planner needs the table's
+        -- statistics for it (autovacuum's analyze). The lower bound keeps the estimate
+        -- small without them; a hold lapsed longer ago than a week, which the sweep has
+        -- not written down, still counts in the pieces: it can only refuse, never
+        -- overbook.
+        EXECUTE 'SELECT coalesce(bool_or(h.period && $3 AND h.id IS DISTINCT FROM $4), false) FROM reservations h '
+                'WHERE h.resource_id = $1 AND h.status = ''HELD'' AND h.resource_capacity IS DISTINCT FROM 1 '
+                'AND h.expires_at <= $2 AND h.expires_at > $2 - interval ''7 days'''
+        INTO lapsed USING p_resource, p_now, tstzrange(p_start, p_end, '[)'), p_except;
+        IF NOT lapsed THEN
+            SELECT x.period, x.quantity INTO left_out FROM reservations x
+            WHERE x.id = p_except AND x.resource_id = p_resource AND x.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+              AND x.resource_capacity IS DISTINCT FROM 1;
+            SELECT coalesce(max(l.load - CASE WHEN l.during && left_out.period THEN left_out.quantity ELSE 0 END), 0)
+            INTO peak
+            FROM resource_load l
+            WHERE l.resource_id = p_resource AND l.during && tstzrange(p_start, p_end, '[)');
+            RETURN;
+        END IF;
+    END IF;
     SELECT count(*) FILTER (WHERE NOT (status = 'HELD' AND expires_at <= p_now)),
            coalesce(sum(quantity) FILTER (WHERE NOT (status = 'HELD' AND expires_at <= p_now)), 0),
            coalesce(bool_or(status = 'HELD' AND expires_at <= p_now), false)
@@ -944,6 +944,69 @@ BEGIN
     )
     SELECT coalesce(max(load), 0) INTO peak
     FROM (SELECT sum(delta) OVER (ORDER BY at, delta ROWS UNBOUNDED PRECEDING) AS load FROM events) running;
+END
+$_$;
+
+--
+-- Name: reservation_load_follow(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_load_follow() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    counted_before boolean := TG_OP <> 'INSERT' AND OLD.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+                              AND OLD.resource_capacity IS DISTINCT FROM 1;
+    counted_after boolean := TG_OP <> 'DELETE' AND NEW.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+                             AND NEW.resource_capacity IS DISTINCT FROM 1;
+    covered tstzmultirange;
+    changed tstzmultirange;
+    piece record;
+    at timestamptz;
+BEGIN
+    IF counted_before AND counted_after AND OLD.resource_id = NEW.resource_id AND OLD.period = NEW.period
+       AND OLD.quantity = NEW.quantity THEN
+        RETURN NULL;
+    END IF;
+    IF counted_before THEN
+        covered := '{}';
+        LOOP
+            WITH lowered AS (
+                UPDATE resource_load l SET load = l.load - OLD.quantity
+                WHERE l.resource_id = OLD.resource_id AND l.during <@ OLD.period AND NOT l.during <@ covered
+                RETURNING l.during
+            )
+            SELECT range_agg(lowered.during) INTO changed FROM lowered;
+            IF changed IS NULL THEN
+                RAISE EXCEPTION 'the load timeline of resource % does not cover % (reservation %)',
+                    OLD.resource_id, OLD.period, OLD.id;
+            END IF;
+            covered := covered + changed;
+            EXIT WHEN covered @> OLD.period;
+        END LOOP;
+    END IF;
+    IF counted_after THEN
+        PERFORM 1 FROM resources WHERE resources.id = NEW.resource_id FOR NO KEY UPDATE;
+        FOREACH at IN ARRAY ARRAY[lower(NEW.period), upper(NEW.period)] LOOP
+            SELECT l.during, l.load INTO piece FROM resource_load l
+            WHERE l.resource_id = NEW.resource_id AND l.during @> at AND lower(l.during) < at
+            FOR UPDATE;
+            IF FOUND THEN
+                UPDATE resource_load l SET during = tstzrange(lower(piece.during), at, '[)')
+                WHERE l.resource_id = NEW.resource_id AND l.during = piece.during;
+                INSERT INTO resource_load (resource_id, during, load)
+                VALUES (NEW.resource_id, tstzrange(at, upper(piece.during), '[)'), piece.load);
+            END IF;
+        END LOOP;
+        INSERT INTO resource_load (resource_id, during, load)
+        SELECT NEW.resource_id, gap, 0
+        FROM unnest(tstzmultirange(NEW.period) - coalesce(
+                 (SELECT range_agg(l.during) FROM resource_load l
+                  WHERE l.resource_id = NEW.resource_id AND l.during && NEW.period), '{}')) AS gap;
+        UPDATE resource_load l SET load = l.load + NEW.quantity
+        WHERE l.resource_id = NEW.resource_id AND l.during <@ NEW.period;
+    END IF;
+    RETURN NULL;
 END
 $$;
 
@@ -1103,6 +1166,40 @@ BEGIN
                               NEW.ends_at + make_interval(mins => coalesce(after_minutes, 0)), '[)');
     RETURN NEW;
 END
+$$;
+
+--
+-- Name: resource_load_mismatches(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resource_load_mismatches() RETURNS TABLE(resource_id uuid, during tstzrange, recorded bigint, recomputed bigint)
+    LANGUAGE sql STABLE
+    AS $$
+    WITH counted AS (
+        SELECT r.resource_id, r.period, r.quantity FROM reservations r
+        WHERE r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.resource_capacity IS DISTINCT FROM 1
+    ), bounds AS (
+        SELECT c.resource_id, lower(c.period) AS at FROM counted c
+        UNION SELECT c.resource_id, upper(c.period) FROM counted c
+        UNION SELECT l.resource_id, lower(l.during) FROM resource_load l
+        UNION SELECT l.resource_id, upper(l.during) FROM resource_load l
+    ), intervals AS (
+        SELECT b.resource_id, tstzrange(b.at, lead(b.at) OVER (PARTITION BY b.resource_id ORDER BY b.at), '[)') AS during
+        FROM bounds b
+    ), compared AS (
+        SELECT i.resource_id, i.during,
+               (SELECT sum(l.load) FROM resource_load l
+                WHERE l.resource_id = i.resource_id AND l.during && i.during) AS recorded,
+               (SELECT bool_or(l.during <> i.during) FROM resource_load l
+                WHERE l.resource_id = i.resource_id AND l.during && i.during) AS reaches_across,
+               (SELECT sum(c.quantity) FROM counted c
+                WHERE c.resource_id = i.resource_id AND c.period && i.during) AS recomputed
+        FROM intervals i
+        WHERE NOT upper_inf(i.during)
+    )
+    SELECT c.resource_id, c.during, coalesce(c.recorded, 0), coalesce(c.recomputed, 0)
+    FROM compared c
+    WHERE coalesce(c.recorded, 0) <> coalesce(c.recomputed, 0) OR c.reaches_across
 $$;
 
 --
@@ -1338,6 +1435,18 @@ CREATE TABLE public.pools (
 
 CREATE TABLE public.principals (
     owner text NOT NULL
+);
+
+--
+-- Name: resource_load; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.resource_load (
+    resource_id uuid NOT NULL,
+    during tstzrange NOT NULL,
+    load bigint NOT NULL,
+    CONSTRAINT resource_load_bounded CHECK (((NOT lower_inf(during)) AND (NOT upper_inf(during)) AND (NOT isempty(during)))),
+    CONSTRAINT resource_load_not_negative CHECK ((load >= 0))
 );
 
 --
@@ -1702,6 +1811,20 @@ ALTER TABLE ONLY public.reservations
     ADD CONSTRAINT reservations_single_unit_buffers_apart EXCLUDE USING gist (resource_id WITH =, buffered WITH &&) WHERE (((resource_capacity = 1) AND ((status)::text = ANY (ARRAY['HELD'::text, 'CONFIRMING'::text, 'CONFIRMED'::text]))));
 
 --
+-- Name: resource_load resource_load_pieces_apart; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.resource_load
+    ADD CONSTRAINT resource_load_pieces_apart EXCLUDE USING gist (resource_id WITH =, during WITH &&);
+
+--
+-- Name: resource_load resource_load_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.resource_load
+    ADD CONSTRAINT resource_load_pkey PRIMARY KEY (resource_id, during);
+
+--
 -- Name: resources resources_id_capacity_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1913,6 +2036,12 @@ CREATE INDEX reservations_owner_held_idx ON public.reservations USING btree (own
 CREATE INDEX reservations_resource_created_idx ON public.reservations USING btree (resource_id, created_at, id);
 
 --
+-- Name: reservations_resource_held_expiry_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reservations_resource_held_expiry_idx ON public.reservations USING btree (resource_id, expires_at) WHERE (((status)::text = 'HELD'::text) AND (resource_capacity IS DISTINCT FROM 1));
+
+--
 -- Name: reservations_series_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2037,6 +2166,24 @@ CREATE TRIGGER reservations_buffered_insert BEFORE INSERT ON public.reservations
 --
 
 CREATE TRIGGER reservations_buffered_move BEFORE UPDATE OF starts_at, ends_at, buffered ON public.reservations FOR EACH ROW EXECUTE FUNCTION public.reservations_set_buffered();
+
+--
+-- Name: reservations reservations_load_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER reservations_load_delete AFTER DELETE ON public.reservations FOR EACH ROW WHEN ((((old.status)::text = ANY (ARRAY['HELD'::text, 'CONFIRMING'::text, 'CONFIRMED'::text])) AND (old.resource_capacity IS DISTINCT FROM 1))) EXECUTE FUNCTION public.reservation_load_follow();
+
+--
+-- Name: reservations reservations_load_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER reservations_load_insert AFTER INSERT ON public.reservations FOR EACH ROW WHEN ((((new.status)::text = ANY (ARRAY['HELD'::text, 'CONFIRMING'::text, 'CONFIRMED'::text])) AND (new.resource_capacity IS DISTINCT FROM 1))) EXECUTE FUNCTION public.reservation_load_follow();
+
+--
+-- Name: reservations reservations_load_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER reservations_load_update AFTER UPDATE OF status, starts_at, ends_at, quantity, resource_id, resource_capacity ON public.reservations FOR EACH ROW WHEN ((((((old.status)::text = ANY (ARRAY['HELD'::text, 'CONFIRMING'::text, 'CONFIRMED'::text])) AND (old.resource_capacity IS DISTINCT FROM 1)) IS DISTINCT FROM (((new.status)::text = ANY (ARRAY['HELD'::text, 'CONFIRMING'::text, 'CONFIRMED'::text])) AND (new.resource_capacity IS DISTINCT FROM 1))) OR (((new.status)::text = ANY (ARRAY['HELD'::text, 'CONFIRMING'::text, 'CONFIRMED'::text])) AND (new.resource_capacity IS DISTINCT FROM 1) AND ((((old.resource_id IS DISTINCT FROM new.resource_id) OR (old.starts_at IS DISTINCT FROM new.starts_at)) OR (old.ends_at IS DISTINCT FROM new.ends_at)) OR (old.quantity IS DISTINCT FROM new.quantity))))) EXECUTE FUNCTION public.reservation_load_follow();
 
 --
 -- Name: resources resources_rules_version; Type: TRIGGER; Schema: public; Owner: -

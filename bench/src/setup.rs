@@ -291,7 +291,12 @@ pub async fn create_resource_with(
     server: &Server,
     body: serde_json::Value,
 ) -> Result<Uuid, BoxError> {
-    let resp = http.post(server.url("/v1/resources")).header("x-principal", "admin").json(&body).send().await?;
+    create_resource_at(http, &server.base, body).await
+}
+
+/// [`create_resource_with`] on the server at `base`, this process's or another's.
+pub async fn create_resource_at(http: &reqwest::Client, base: &str, body: serde_json::Value) -> Result<Uuid, BoxError> {
+    let resp = http.post(format!("{base}/v1/resources")).header("x-principal", "admin").json(&body).send().await?;
     let status = resp.status();
     let body: serde_json::Value = resp.json().await?;
     if status != reqwest::StatusCode::CREATED {

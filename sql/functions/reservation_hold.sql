@@ -54,8 +54,6 @@ DECLARE
     taken boolean;
     look record;
     range tstzrange := tstzrange(p_start, p_end, '[)');
-    live_claims bigint;
-    live_total bigint;
     any_lapsed boolean;
     fits boolean;
     new_status text := CASE WHEN p_confirm THEN 'CONFIRMED' ELSE 'HELD' END;
@@ -271,26 +269,17 @@ BEGIN
             EXIT hold;
         END IF;
         -- The load under the lock, in a statement of its own: its snapshot, taken after the
-        -- lock was granted, includes every committed competitor.
-        SELECT count(*) FILTER (WHERE NOT (r.status = 'HELD' AND r.expires_at <= p_now)),
-               coalesce(sum(r.quantity) FILTER (WHERE NOT (r.status = 'HELD' AND r.expires_at <= p_now)), 0),
-               coalesce(bool_or(r.status = 'HELD' AND r.expires_at <= p_now), false)
-        INTO live_claims, live_total, any_lapsed
-        FROM reservations r
-        WHERE r.resource_id = p_resource AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED') AND r.period && range;
-        IF any_lapsed THEN
+        -- lock was granted, includes every committed competitor. On capacity N it is the
+        -- load timeline's, whatever the number of bookings on the range.
+        look := reservation_load(p_resource, p_start, p_end, p_now);
+        IF look.lapsed THEN
             -- Lapsed capacity goes to the waitlist first: the general path writes the lapse
             -- down and offers it, in this transaction, under the lock already held.
             o.outcome := 'general';
             EXIT hold;
         END IF;
         new_expires_at := CASE WHEN p_confirm THEN NULL ELSE p_now + make_interval(secs => res.hold_ttl_seconds) END;
-        -- The total of the live claims is the peak when at most one of them overlaps, and
-        -- never below it: the sweep is needed only when the total does not fit.
-        fits := live_total + p_quantity <= res.capacity;
-        IF NOT fits AND live_claims > 1 THEN
-            fits := (reservation_load(p_resource, p_start, p_end, p_now)).peak + p_quantity <= res.capacity;
-        END IF;
+        fits := look.peak + p_quantity <= res.capacity;
         IF NOT fits THEN
             -- Lost under the lock. Without a key, a crash or failover that lost this
             -- commit would lose only a refusal: no need to wait for the disk, and the

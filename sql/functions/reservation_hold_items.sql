@@ -51,12 +51,11 @@ DECLARE
     pool_ids uuid[];
     pools_found integer;
     -- Every resource the booking may take, by id, and what is read of each at the same
-    -- place: capacity, live claims over the range and their total, and what this
+    -- place: capacity, the peak of the live claims over the range, and what this
     -- booking's earlier items take.
     ids uuid[];
     caps integer[];
-    live_claims bigint[];
-    live_total bigint[];
+    live_peak bigint[];
     own bigint[];
     ttl integer;
     usable boolean;
@@ -127,19 +126,12 @@ BEGIN
             END IF;
         END LOOP;
         -- In a statement after the lock's: its snapshot includes every committed
-        -- competitor. Each resource's claims are read on their own (the lateral join),
-        -- as the index on (resource_id, period) serves an equality, not a list.
-        SELECT array_agg(l.claims ORDER BY x.n), array_agg(l.total ORDER BY x.n), array_agg(l.lapsed ORDER BY x.n)
-        INTO live_claims, live_total, lapsed
+        -- competitor. Each resource's load is read on its own (`reservation_load`: on
+        -- capacity N its load timeline, whatever the number of bookings on the range).
+        SELECT array_agg(l.peak ORDER BY x.n), array_agg(l.lapsed ORDER BY x.n)
+        INTO live_peak, lapsed
         FROM unnest(ids) WITH ORDINALITY AS x(rid, n)
-        CROSS JOIN LATERAL (
-            SELECT count(*) FILTER (WHERE NOT (r.status = 'HELD' AND r.expires_at <= p_now)) AS claims,
-                   coalesce(sum(r.quantity) FILTER (WHERE NOT (r.status = 'HELD' AND r.expires_at <= p_now)), 0)
-                       AS total,
-                   coalesce(bool_or(r.status = 'HELD' AND r.expires_at <= p_now), false) AS lapsed
-            FROM reservations r
-            WHERE r.resource_id = x.rid AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
-              AND r.period && range) l;
+        CROSS JOIN LATERAL reservation_load(x.rid, p_start, p_end, p_now) l;
         IF pass = 2 AND true = ANY(lapsed) THEN
             outcome := 'general';
             RETURN NEXT;
@@ -172,14 +164,7 @@ BEGIN
                 IF p_quantities[k] > caps[at] THEN
                     CONTINUE;
                 END IF;
-                -- The total of the live claims is the peak when at most one of them
-                -- meets the range, and never below it: the sweep only when the total
-                -- does not fit.
-                fits := lapsed[at] OR live_total[at] + own[at] + p_quantities[k] <= caps[at];
-                IF NOT fits AND live_claims[at] > 1 THEN
-                    fits := (reservation_load(candidate, p_start, p_end, p_now)).peak + own[at] + p_quantities[k]
-                            <= caps[at];
-                END IF;
+                fits := lapsed[at] OR live_peak[at] + own[at] + p_quantities[k] <= caps[at];
                 IF fits THEN
                     own[at] := own[at] + p_quantities[k];
                     picked := picked || candidate;

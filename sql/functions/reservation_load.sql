@@ -3,17 +3,48 @@
 -- is judged against everything but the booking it moves). `lapsed` tells whether holds
 -- that lapsed by p_now (and do not count) still overlap the range unwritten.
 --
--- In two steps: one aggregate over the overlapping claims, which is the answer when at
--- most one of them is live (its quantity, or 0); the sweep over their starts and ends
--- only when two or more are. A capacity-1 resource never needs the sweep, and a free
--- range has nothing to sweep.
+-- A capacity-N resource answers from its load timeline (`resource_load`): the highest
+-- piece over the range, less the left-out booking where it counts. Its cost grows with
+-- the distinct boundaries in the range, not with the bookings on it. The pieces count
+-- lapsed holds until they are written down, so they answer only when no lapsed hold
+-- meets the range (found by the expiry index, without reading live rows);
+-- otherwise, and on capacity 1 (no pieces: the exclusion constraint judges), the
+-- bookings themselves answer, in two steps: one aggregate over the overlapping claims,
+-- which is the answer when at most one of them is live (its quantity, or 0); the sweep
+-- over their starts and ends only when two or more are.
 CREATE OR REPLACE FUNCTION reservation_load(p_resource uuid, p_start timestamptz, p_end timestamptz,
                                             p_now timestamptz, p_except uuid DEFAULT NULL,
                                             OUT peak bigint, OUT lapsed boolean)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     live bigint;
+    left_out record;
 BEGIN
+    IF (SELECT r.capacity FROM resources r WHERE r.id = p_resource) > 1 THEN
+        -- The resource's lapsed holds, by its expiry index, and whether one meets the
+        -- range. Planned afresh each time (EXECUTE), with the clock's value: a plan
+        -- kept for any time cannot tell that `expires_at <= now` is rare, and reads the
+        -- resource's live bookings instead (by the period's index, or a scan), a cost
+        -- that grows with the bookings on the range. The planner needs the table's
+        -- statistics for it (autovacuum's analyze). The lower bound keeps the estimate
+        -- small without them; a hold lapsed longer ago than a week, which the sweep has
+        -- not written down, still counts in the pieces: it can only refuse, never
+        -- overbook.
+        EXECUTE 'SELECT coalesce(bool_or(h.period && $3 AND h.id IS DISTINCT FROM $4), false) FROM reservations h '
+                'WHERE h.resource_id = $1 AND h.status = ''HELD'' AND h.resource_capacity IS DISTINCT FROM 1 '
+                'AND h.expires_at <= $2 AND h.expires_at > $2 - interval ''7 days'''
+        INTO lapsed USING p_resource, p_now, tstzrange(p_start, p_end, '[)'), p_except;
+        IF NOT lapsed THEN
+            SELECT x.period, x.quantity INTO left_out FROM reservations x
+            WHERE x.id = p_except AND x.resource_id = p_resource AND x.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+              AND x.resource_capacity IS DISTINCT FROM 1;
+            SELECT coalesce(max(l.load - CASE WHEN l.during && left_out.period THEN left_out.quantity ELSE 0 END), 0)
+            INTO peak
+            FROM resource_load l
+            WHERE l.resource_id = p_resource AND l.during && tstzrange(p_start, p_end, '[)');
+            RETURN;
+        END IF;
+    END IF;
     SELECT count(*) FILTER (WHERE NOT (status = 'HELD' AND expires_at <= p_now)),
            coalesce(sum(quantity) FILTER (WHERE NOT (status = 'HELD' AND expires_at <= p_now)), 0),
            coalesce(bool_or(status = 'HELD' AND expires_at <= p_now), false)

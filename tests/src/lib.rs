@@ -327,6 +327,25 @@ impl TestApp {
         self.db().await.query_one(sql, params).await.unwrap().get(0)
     }
 
+    /// Waits until PostgreSQL shows `waiting` backends of the test's database waiting on
+    /// a lock: the requests sent last have reached the lock they must wait for.
+    pub async fn until_waiting_on_a_lock(&self, waiting: i64) {
+        for _ in 0..500 {
+            let n = self
+                .count(
+                    "SELECT count(*) FROM pg_stat_activity
+                     WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                    &[],
+                )
+                .await;
+            if n >= waiting {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("no request came to wait on the lock");
+    }
+
     /// `POST /v1/resources/{resource}/waitlist` as `who`: a wait for `quantity` units of
     /// `[day + from_hour, day + to_hour)`.
     pub async fn join_waitlist(
@@ -388,6 +407,51 @@ pub async fn over_capacity(db: &deadpool_postgres::Object, at: DateTime<Utc>) ->
     .await
     .unwrap()
     .get(0)
+}
+
+/// A small deterministic generator for the property tests (xorshift64*): the same seed
+/// gives the same requests.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+    }
+}
+
+/// The property tests' steps: the clock set just before one of `made`'s expiries (half
+/// the steps, picked by `rng`), then moved a millisecond at a time, 12 times, while the
+/// step's requests run; await the handle after them.
+pub fn tick_through_an_expiry(
+    clock: &Arc<ManualClock>,
+    made: &[(String, Value)],
+    rng: &mut Rng,
+) -> tokio::task::JoinHandle<()> {
+    if rng.below(2) == 0
+        && let Some(at) = made.get(rng.below(made.len().max(1))).and_then(|(_, r)| r["expires_at"].as_str())
+    {
+        let expires: DateTime<Utc> = at.parse().unwrap();
+        if expires > clock.now() {
+            clock.set(expires - Duration::milliseconds(rng.below(6) as i64));
+        }
+    }
+    let clock = clock.clone();
+    tokio::spawn(async move {
+        for _ in 0..12 {
+            clock.advance(Duration::milliseconds(1));
+            tokio::time::sleep(std::time::Duration::from_micros(300)).await;
+        }
+    })
+}
+
+/// The load timeline checked in SQL (`resource_load_mismatches()`): the intervals where
+/// a capacity-N resource's pieces differ from the bookings they count, or reach across
+/// a booking's boundary. Must be 0.
+pub async fn load_timeline_mismatches(db: &deadpool_postgres::Object) -> i64 {
+    db.query_one("SELECT count(*) FROM resource_load_mismatches()", &[]).await.unwrap().get(0)
 }
 
 /// Bookings of several with some rows live at `at` (held and not lapsed, confirming or

@@ -25,11 +25,13 @@ const FUNCTIONS: &[(&str, &str)] = &[
     ("reservation_is_item", include_str!("../../../sql/functions/reservation_is_item.sql")),
     ("reservation_items", include_str!("../../../sql/functions/reservation_items.sql")),
     ("reservation_load", include_str!("../../../sql/functions/reservation_load.sql")),
+    ("reservation_load_follow", include_str!("../../../sql/functions/reservation_load_follow.sql")),
     ("reservation_move_if_fits", include_str!("../../../sql/functions/reservation_move_if_fits.sql")),
     ("reservation_row_valid", include_str!("../../../sql/functions/reservation_row_valid.sql")),
     ("reservation_series_field", include_str!("../../../sql/functions/reservation_series_field.sql")),
     ("reservation_snapshot", include_str!("../../../sql/functions/reservation_snapshot.sql")),
     ("reservations_set_buffered", include_str!("../../../sql/functions/reservations_set_buffered.sql")),
+    ("resource_load_mismatches", include_str!("../../../sql/functions/resource_load_mismatches.sql")),
     ("resources_rules_version", include_str!("../../../sql/functions/resources_rules_version.sql")),
     ("uuidv7", include_str!("../../../sql/functions/uuidv7.sql")),
 ];

@@ -23,6 +23,7 @@ mod lambda_entrypoints;
 mod lifecycle;
 mod limits;
 mod lists;
+mod load_timeline;
 mod migrations_on_deploy;
 mod openapi;
 mod outbox;

@@ -4,7 +4,7 @@
 //! written down is ever written back. Real PostgreSQL, real concurrency; the guarantee
 //! and all-or-nothing checked in SQL ([`over_capacity`], [`split_bookings`]).
 
-use acceptance::{TestApp, hours, over_capacity, reservation_path, send, split_bookings};
+use acceptance::{TestApp, hours, load_timeline_mismatches, over_capacity, reservation_path, send, split_bookings};
 use chrono::{DateTime, Duration, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -55,25 +55,6 @@ fn millis(n: i64) -> Duration {
     Duration::milliseconds(n)
 }
 
-/// Waits until PostgreSQL shows a backend of the test's database waiting on a lock: the
-/// request sent last has reached the lock it must wait for.
-async fn until_waiting_on_a_lock(app: &TestApp, waiting: i64) {
-    for _ in 0..500 {
-        let n = app
-            .count(
-                "SELECT count(*) FROM pg_stat_activity
-                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
-                &[],
-            )
-            .await;
-        if n >= waiting {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("no request came to wait on the lock");
-}
-
 #[tokio::test]
 async fn a_confirm_that_waited_past_the_expiry_refuses_and_the_rival_who_came_after_the_expiry_gets_the_place() {
     let (app, clock, a, b) = two_resources().await;
@@ -91,7 +72,7 @@ async fn a_confirm_that_waited_past_the_expiry_refuses_and_the_rival_who_came_af
             app.http.post(app.url(&format!("{}/confirm", reservation_path(&r["id"])))).header("x-principal", "alice");
         async move { send(req).await }
     });
-    until_waiting_on_a_lock(&app, 1).await;
+    app.until_waiting_on_a_lock(1).await;
     clock.set(expires + millis(300));
     let bob = tokio::spawn(send(single(&app, "bob", b, 2, true)));
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -126,7 +107,7 @@ async fn an_extend_that_waited_past_the_expiry_extends_nothing_and_a_later_confi
             app.http.post(app.url(&format!("{}/extend", reservation_path(&r["id"])))).header("x-principal", "alice");
         async move { send(req.json(&json!({}))).await }
     });
-    until_waiting_on_a_lock(&app, 1).await;
+    app.until_waiting_on_a_lock(1).await;
     clock.set(expires + millis(300));
     let (bobs, bob_body) = send(single(&app, "bob", b, 2, true)).await;
     assert_eq!(bobs, StatusCode::CREATED, "B's place was free once Alice's hold lapsed: {bob_body}");
@@ -290,19 +271,6 @@ async fn confirm_extend_move_and_release_raced_against_rival_holds_across_the_ex
     }
 }
 
-/// A small deterministic generator for the property test (xorshift64*): the same seed
-/// gives the same interleavings' requests.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
-    }
-}
-
 /// Random interleavings, run concurrently a few at a time, of single holds, bookings of
 /// two items (either order) and of a resource and a pool, confirms, extends, moves and
 /// releases, with the clock moving and the sweep running between them: after every
@@ -321,7 +289,7 @@ async fn random_interleavings_of_every_operation_keep_capacity_and_all_or_nothin
         send(app.post("admin", "/v1/pools", &json!({"name": "P", "resource_ids": ones, "strategy": "ordered"}))).await;
     let pool = pool["id"].clone();
     let seed = std::env::var("WHOLE_BOOKINGS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_u64);
-    let mut rng = Rng(seed | 1);
+    let mut rng = acceptance::Rng(seed | 1);
     let mut made: Vec<(String, Value)> = Vec::new();
     for step in 0..200 {
         let mut requests = Vec::new();
@@ -367,23 +335,7 @@ async fn random_interleavings_of_every_operation_keep_capacity_and_all_or_nothin
         }
         // Half the steps start just before some booking's expiry, and the clock moves
         // through it while the step's requests run.
-        if rng.below(2) == 0
-            && let Some(at) = made[..].get(rng.below(made.len().max(1))).and_then(|(_, r)| r["expires_at"].as_str())
-        {
-            let expires: DateTime<Utc> = at.parse().unwrap();
-            if expires > clock.now() {
-                clock.set(expires - millis(rng.below(6) as i64));
-            }
-        }
-        let ticking = {
-            let clock = clock.clone();
-            tokio::spawn(async move {
-                for _ in 0..12 {
-                    clock.advance(millis(1));
-                    tokio::time::sleep(std::time::Duration::from_micros(300)).await;
-                }
-            })
-        };
+        let ticking = acceptance::tick_through_an_expiry(&clock, &made, &mut rng);
         let kinds: Vec<(String, usize)> = requests.iter().map(|(w, k, _)| (w.clone(), *k)).collect();
         let answers = acceptance::send_at_once(requests.into_iter().map(|(_, _, r)| r).collect()).await;
         ticking.await.unwrap();
@@ -406,6 +358,7 @@ async fn random_interleavings_of_every_operation_keep_capacity_and_all_or_nothin
         let db = app.db().await;
         assert_eq!(over_capacity(&db, clock.now()).await, 0, "step {step} (seed {seed}): {answers:?}");
         assert_eq!(split_bookings(&db, clock.now()).await, 0, "step {step} (seed {seed}): {answers:?}");
+        assert_eq!(load_timeline_mismatches(&db).await, 0, "step {step} (seed {seed}): {answers:?}");
         made.retain(|_| rng.below(10) != 0);
     }
 }

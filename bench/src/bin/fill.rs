@@ -1,0 +1,304 @@
+//! `fill-bench`: one range of one big resource sold out by many people at once (a
+//! concert's standing area, a conference, a webinar), phase (f) of issue 48.
+//!
+//! A resource of capacity N gets N holds of one range, quantity 1, each by a principal
+//! of its own, from 32 connections; then N/5 more requests (at least 100), which must
+//! all be refused (sold out); then the slots read of the day. Printed:
+//!
+//! - the rate of each block of N/10 holds and the last block's over the first's (goal:
+//!   at least 80 %: a hold's cost does not grow with the holds already made);
+//! - the fill's rate against the serialized baseline (e): lock one row, insert one row,
+//!   commit, at the same concurrency (goal: at least 60 %);
+//! - the sold-out refusals' rate against the fill's (goal: at least as fast);
+//! - the slots read's p95 over 200 reads of the day (goal: at most 20 ms).
+//!
+//! Then the same for a resource of capacity 200 (a class, a small venue).
+//!
+//! Exit 1 when the service is wrong: not exactly N winners, a 5xx or no answer, a
+//! resource over its capacity, or a load timeline that differs from the bookings
+//! (`resource_load_mismatches()`, when the server's schema has one).
+//!
+//! ```text
+//! cargo run -p bench --release --bin fill-bench [-- --quick]   (quick: 10,000 and 200)
+//! ```
+//!
+//! Where the server runs without autovacuum (this machine's PostgreSQL), the bench
+//! analyzes the bookings as autovacuum's defaults would (10 % and 50 rows more): the
+//! planner needs the statistics to see that a lapsed hold is rare.
+//!
+//! Environment: `BENCH_DATABASE_URL` (admin connection; default
+//! `postgres://postgres@127.0.0.1:5432/postgres`). To measure another build's server
+//! (an older dev server, on a database of its own): `FILL_BENCH_SERVER` (its base URL)
+//! and `FILL_BENCH_DATABASE_URL` (its database); the bench then starts no server.
+
+use bench::setup::{self, BoxError, Server};
+use bench::stats::{Outcome, Summary, ms};
+use bench::throughput::{self, Phases};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const CONNECTIONS: usize = 32;
+const BLOCKS: u64 = 10;
+const LAST_OVER_FIRST_GOAL: f64 = 0.8;
+const OF_SERIALIZED_GOAL: f64 = 0.6;
+const SLOTS_P95_GOAL_MS: f64 = 20.0;
+const SLOTS_READS: usize = 200;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let quick = std::env::args().skip(1).any(|a| a == "--quick");
+    let big: u64 = if quick { 10_000 } else { 50_000 };
+    println!("fill bench ({}); machine: {}", if quick { "quick" } else { "full" }, setup::machine());
+    match (std::env::var("FILL_BENCH_SERVER"), std::env::var("FILL_BENCH_DATABASE_URL")) {
+        (Ok(base), Ok(database_url)) => {
+            println!("server: {base} (started elsewhere), database {database_url}");
+            match run(Target::Elsewhere { base, database_url }, big).await {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("fill-bench: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        _ => setup::in_fresh_database(move |url| run(Target::Here(url), big)).await,
+    }
+}
+
+/// The server measured: this build's, started here on a fresh database, or another
+/// build's, already running.
+enum Target {
+    Here(String),
+    Elsewhere { base: String, database_url: String },
+}
+
+async fn run(target: Target, big: u64) -> Result<bool, BoxError> {
+    let (base, database_url, _server) = match target {
+        Target::Here(url) => {
+            let mut db = setup::connect(&url).await?;
+            shared::db::migrate(&mut db).await?;
+            let server = Server::start(&url, 16).await?;
+            (server.base.clone(), url, Some(server))
+        }
+        Target::Elsewhere { base, database_url } => (base, database_url, None),
+    };
+    let db = setup::connect(&database_url).await?;
+    let http = setup::http_client(CONNECTIONS);
+
+    // The serialized baseline (e), at the same concurrency, for the fill's share.
+    let phases = Phases { warmup: Duration::from_secs(1), measure: Duration::from_secs(5) };
+    let serialized = throughput::sql_locked_inserts(&database_url, CONNECTIONS, phases, None).await?;
+    let serialized_rate = serialized.per_second();
+    println!("(e) serialized baseline, {CONNECTIONS} connections: {serialized_rate:.0}/s");
+
+    // The planner judges what is rare (a lapsed hold) by the table's statistics. Where
+    // the server runs without autovacuum (this machine's PostgreSQL), the bench analyzes
+    // as autovacuum's defaults would: once the table has grown by 10 % and 50 rows.
+    let autovacuum: String = db.query_one("SELECT current_setting('autovacuum')", &[]).await?.get(0);
+    let _analyzer = (autovacuum == "off").then(|| {
+        println!("autovacuum is off on this server: the bench analyzes the bookings as its defaults would");
+        let url = database_url.clone();
+        tokio::spawn(async move { analyze_as_autovacuum(&url).await })
+    });
+
+    let mut correct = true;
+    for capacity in [big, 200] {
+        correct &= fill(&http, &base, &db, capacity, serialized_rate).await?;
+    }
+    Ok(correct)
+}
+
+/// Fills one resource of `capacity`, then asks for a tenth more, then reads its slots.
+async fn fill(
+    http: &reqwest::Client,
+    base: &str,
+    db: &tokio_postgres::Client,
+    capacity: u64,
+    serialized_rate: f64,
+) -> Result<bool, BoxError> {
+    let resource = setup::create_resource_at(
+        http,
+        base,
+        serde_json::json!({"name": format!("hall-{capacity}"), "capacity": capacity}),
+    )
+    .await?;
+    let day = chrono::Utc::now().date_naive() + chrono::Days::new(30);
+    let start = day.and_hms_opt(18, 0, 0).unwrap().and_utc();
+    let end = day.and_hms_opt(22, 0, 0).unwrap().and_utc();
+    let body = serde_json::json!({"resource_id": resource, "start": start, "end": end});
+    println!();
+    println!("(f) one resource of capacity {capacity}, one range, quantity 1, {CONNECTIONS} connections");
+
+    let block = (capacity / BLOCKS).max(1);
+    let sent = Arc::new(AtomicU64::new(0));
+    let won = Arc::new(AtomicU64::new(0));
+    let crossings = Arc::new(std::sync::Mutex::new(vec![Duration::ZERO]));
+    let failures = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..CONNECTIONS)
+        .map(|_| {
+            let (http, url, body) = (http.clone(), format!("{base}/v1/reservations"), body.clone());
+            let (sent, won, crossings, failures) = (sent.clone(), won.clone(), crossings.clone(), failures.clone());
+            tokio::spawn(async move {
+                loop {
+                    let n = sent.fetch_add(1, Ordering::SeqCst);
+                    if n >= capacity {
+                        return;
+                    }
+                    let request = http.post(&url).header("x-principal", format!("fan-{n}")).json(&body).build();
+                    match setup::send(&http, request.expect("a request with a JSON body builds")).await {
+                        Ok(Outcome::Status(201)) => {
+                            let w = won.fetch_add(1, Ordering::SeqCst) + 1;
+                            if w % block == 0 {
+                                crossings.lock().unwrap().push(started.elapsed());
+                            }
+                        }
+                        _ => {
+                            failures.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await?;
+    }
+    let filled_in = started.elapsed();
+    let won = won.load(Ordering::SeqCst);
+    let crossings = crossings.lock().unwrap().clone();
+    let rates: Vec<f64> = crossings.windows(2).map(|w| block as f64 / (w[1] - w[0]).as_secs_f64().max(1e-9)).collect();
+    let line: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+    println!("  holds/s by block of {block}: {}", line.join(", "));
+    let fill_rate = won as f64 / filled_in.as_secs_f64();
+    println!("  {won} holds in {:.1} s: {fill_rate:.0}/s", filled_in.as_secs_f64());
+    if let (Some(first), Some(last)) = (rates.first(), rates.last()) {
+        let ratio = last / first;
+        println!(
+            "  the last block's rate over the first's: {ratio:.2} ({})",
+            verdict(ratio >= LAST_OVER_FIRST_GOAL, &format!("goal: at least {LAST_OVER_FIRST_GOAL}"))
+        );
+    }
+    let share = fill_rate / serialized_rate;
+    println!(
+        "  the fill's rate over the serialized baseline (e): {:.1} % ({})",
+        share * 100.0,
+        verdict(share >= OF_SERIALIZED_GOAL, &format!("goal: at least {:.0} %", OF_SERIALIZED_GOAL * 100.0))
+    );
+
+    // Sold out: every further request refused.
+    let extra = (capacity / 5).max(100);
+    let refused = Arc::new(AtomicU64::new(0));
+    let other = Arc::new(AtomicU64::new(0));
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..CONNECTIONS)
+        .map(|_| {
+            let (http, url, body) = (http.clone(), format!("{base}/v1/reservations"), body.clone());
+            let (refused, other, next) = (refused.clone(), other.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let n = next.fetch_add(1, Ordering::SeqCst);
+                    if n >= extra {
+                        return;
+                    }
+                    let request = http.post(&url).header("x-principal", format!("late-{n}")).json(&body).build();
+                    match setup::send(&http, request.expect("a request with a JSON body builds")).await {
+                        Ok(Outcome::Status(409)) => refused.fetch_add(1, Ordering::SeqCst),
+                        _ => other.fetch_add(1, Ordering::SeqCst),
+                    };
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await?;
+    }
+    let refused_rate = refused.load(Ordering::SeqCst) as f64 / started.elapsed().as_secs_f64();
+    println!(
+        "  {extra} more requests, sold out: {} refused, {refused_rate:.0}/s, {:.2}x the fill's rate ({})",
+        refused.load(Ordering::SeqCst),
+        refused_rate / fill_rate,
+        verdict(refused_rate >= fill_rate, "goal: at least as fast as the fill")
+    );
+
+    // The slots read of the day.
+    let mut samples = Vec::with_capacity(SLOTS_READS);
+    let slots = format!(
+        "{base}/v1/resources/{resource}/slots?from={}&to={}&duration=PT4H&quantity=1",
+        day.and_hms_opt(0, 0, 0).unwrap().and_utc().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        (day + chrono::Days::new(1))
+            .and_hms_opt(0, 0, 0)
+            .unwrap()
+            .and_utc()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    );
+    let mut slot_failures = 0;
+    for _ in 0..SLOTS_READS {
+        let at = Instant::now();
+        let answer = http.get(&slots).header("x-principal", "reader").send().await;
+        samples.push(at.elapsed());
+        if !matches!(answer, Ok(ref r) if r.status() == 200) {
+            slot_failures += 1;
+        }
+    }
+    let summary = Summary::of(samples).expect("some reads");
+    println!(
+        "  the day's slots read, {SLOTS_READS} times: p50 {} p95 {} ({})",
+        ms(summary.p50),
+        ms(summary.p95),
+        verdict(
+            summary.p95.as_secs_f64() * 1000.0 <= SLOTS_P95_GOAL_MS,
+            &format!("goal: at most {SLOTS_P95_GOAL_MS} ms")
+        )
+    );
+
+    let mut correct = true;
+    if won != capacity || failures.load(Ordering::SeqCst) > 0 {
+        println!("FAIL: {won} winners of {capacity}, {} other answers", failures.load(Ordering::SeqCst));
+        correct = false;
+    }
+    if other.load(Ordering::SeqCst) > 0 || slot_failures > 0 {
+        println!(
+            "FAIL: {} sold-out requests not refused, {slot_failures} slots reads failed",
+            other.load(Ordering::SeqCst)
+        );
+        correct = false;
+    }
+    let check = bench::capacity::check(db).await?;
+    if !check.is_correct() {
+        println!("FAIL: resources over capacity: {:?}", check.over);
+        correct = false;
+    }
+    let has_timeline: bool =
+        db.query_one("SELECT to_regproc('resource_load_mismatches') IS NOT NULL", &[]).await?.get(0);
+    if has_timeline {
+        let mismatches: i64 = db.query_one("SELECT count(*) FROM resource_load_mismatches()", &[]).await?.get(0);
+        println!("  the load timeline against the bookings, recomputed in SQL: {mismatches} differences");
+        correct &= mismatches == 0;
+    } else {
+        println!("  (this server's schema has no load timeline)");
+    }
+    Ok(correct)
+}
+
+/// `ANALYZE reservations` whenever the table has grown by 10 % and 50 rows since the
+/// last one (autovacuum's default threshold), checked every second, until dropped.
+async fn analyze_as_autovacuum(url: &str) -> Result<(), BoxError> {
+    let db = setup::connect(url).await?;
+    let mut analyzed_at = 0_i64;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let rows: i64 = db.query_one("SELECT count(*) FROM reservations", &[]).await?.get(0);
+        if rows - analyzed_at > 50 + analyzed_at / 10 {
+            db.batch_execute("ANALYZE reservations").await?;
+            analyzed_at = rows;
+        }
+    }
+}
+
+fn verdict(met: bool, goal: &str) -> String {
+    format!("{}, {goal}", if met { "met" } else { "MISS" })
+}

@@ -1,0 +1,247 @@
+//! A capacity-N resource's load timeline (`resource_load`): what a hold judges its range
+//! by, so that its cost does not grow with the bookings already on the range. The
+//! pieces must equal the bookings they count after every write, whichever path wrote
+//! it and whatever ran beside it: checked in SQL ([`load_timeline_mismatches`]), beside
+//! the guarantee itself ([`over_capacity`]).
+
+use acceptance::{TestApp, hours, load_timeline_mismatches, over_capacity, reservation_path, send, split_bookings};
+use chrono::{Duration, Utc};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shared::Clock;
+use shared::booking::sweep::Bounds;
+use shared::clock::ManualClock;
+use std::sync::Arc;
+use uuid::Uuid;
+
+const TTL: i64 = 2;
+
+fn resource(capacity: i32) -> Value {
+    json!({"name": "R", "capacity": capacity, "hold_ttl_seconds": TTL, "max_hold_seconds": 8})
+}
+
+/// The pieces of a resource's timeline, as `(range, load)` in order.
+async fn pieces(app: &TestApp, resource: Uuid) -> Vec<(String, i64)> {
+    let db = app.db().await;
+    db.query(
+        "SELECT during::text, load FROM resource_load WHERE resource_id = $1 AND load > 0 ORDER BY during",
+        &[&resource],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_holds_of_one_range_are_one_piece_and_the_fifty_first_is_refused() {
+    let app = TestApp::spawn().await;
+    let hall = app.resource(50).await;
+    let (start, end) = hours(10, 14);
+    let holds = (0..60).map(|i| {
+        app.post(&format!("fan{i}"), "/v1/reservations", &json!({"resource_id": hall, "start": start, "end": end}))
+    });
+    let answers = acceptance::send_at_once(holds.collect()).await;
+    let won = answers.iter().filter(|(s, _)| *s == StatusCode::CREATED).count();
+    let refused = answers.iter().filter(|(s, _)| *s == StatusCode::CONFLICT).count();
+    assert_eq!((won, refused), (50, 10), "{answers:?}");
+    let [(_, load)] = pieces(&app, hall).await[..] else { panic!("one range many hold is one piece") };
+    assert_eq!(load, 50);
+    let db = app.db().await;
+    assert_eq!(load_timeline_mismatches(&db).await, 0);
+    assert_eq!(over_capacity(&db, Utc::now()).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_hold_counts_in_the_timeline_until_a_hold_that_needs_its_place_writes_it_down() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let pair = app.resource_with(resource(2)).await;
+    let (start, end) = hours(10, 11);
+    for who in ["ann", "ben"] {
+        let (status, body) = app.reserve(who, pair, (&start, &end), 1).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    clock.advance(Duration::seconds(TTL + 1));
+    assert_eq!(pieces(&app, pair).await.iter().map(|p| p.1).collect::<Vec<_>>(), [2], "lapsed, not written down");
+    let (status, body) = app.reserve("cat", pair, (&start, &end), 2).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(pieces(&app, pair).await.iter().map(|p| p.1).collect::<Vec<_>>(), [2], "only cat's two now");
+    let db = app.db().await;
+    assert_eq!(load_timeline_mismatches(&db).await, 0);
+}
+
+/// The one write that lowers a load without the resource's lock: an item of a booking
+/// of several written down from another item's resource. Here it meets a raise in
+/// flight that splits the very piece it lowers, and still lowers every piece of its
+/// range (it looks again, with a fresh snapshot, for the halves it could not see).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_written_down_from_another_resource_lowers_every_piece_a_raise_in_flight_split() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let room = app.resource_with(resource(1)).await;
+    let hall = app.resource_with(resource(3)).await;
+    let (start, end) = hours(10, 14);
+    let items = json!([{"resource_id": room}, {"resource_id": hall}]);
+    let (status, body) =
+        send(app.post("alice", "/v1/reservations", &json!({"items": items, "start": start, "end": end}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    clock.advance(Duration::seconds(TTL + 1));
+
+    // A raise on the hall in flight: its lock, and a booking inside Alice's range that
+    // splits her piece in three, not committed yet.
+    let mut raiser = app.db().await;
+    let raise = raiser.transaction().await.unwrap();
+    raise.execute("SELECT 1 FROM resources WHERE id = $1 FOR NO KEY UPDATE", &[&hall]).await.unwrap();
+    raise
+        .execute(
+            "INSERT INTO reservations (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity, \
+             status, expires_at, source, created_at, updated_at) \
+             VALUES ($1, $2, 3, 'bob', $3::text::timestamptz, $4::text::timestamptz, 1, 'CONFIRMED', NULL, \
+             'request', now(), now())",
+            &[&Uuid::new_v4(), &hall, &hours(11, 12).0, &hours(11, 12).1],
+        )
+        .await
+        .unwrap();
+
+    // Carol's hold of the room writes Alice's booking down, its hall item included,
+    // under the room's lock alone; it waits for the hall's piece the raise holds.
+    let carol = tokio::spawn({
+        let request = app.post("carol", "/v1/reservations", &json!({"resource_id": room, "start": start, "end": end}));
+        async move { send(request).await }
+    });
+    app.until_waiting_on_a_lock(1).await;
+    raise.commit().await.unwrap();
+    let (status, body) = carol.await.unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    let db = app.db().await;
+    assert_eq!(load_timeline_mismatches(&db).await, 0, "{:?}", pieces(&app, hall).await);
+    let (from, to) = hours(11, 12);
+    let piece = format!("[\"{}\",\"{}\")", db_time(&db, &from).await, db_time(&db, &to).await);
+    assert_eq!(pieces(&app, hall).await, [(piece, 1)], "Bob's booking alone");
+}
+
+/// A timestamp as PostgreSQL prints it in a range.
+async fn db_time(db: &deadpool_postgres::Object, at: &str) -> String {
+    db.query_one("SELECT $1::text::timestamptz::text", &[&at]).await.unwrap().get(0)
+}
+
+/// Every write path of a capacity-N resource raced a few at a time: holds with and
+/// without an Idempotency-Key, bookings of several with an item on the big resource, a
+/// pool's pick, confirms, extends, moves, releases, waitlist entries served as places
+/// free, with the clock moving through expiries, the sweep running and an admin
+/// changing the capacity. After every step the timeline equals the bookings, no
+/// resource is over its capacity and every booking is whole.
+#[tokio::test]
+async fn every_write_path_raced_with_expiry_the_sweep_and_capacity_changes_keeps_the_timeline_exact() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let big = app.resource_with(resource(6)).await;
+    let small = app.resource_with(resource(2)).await;
+    let single = app.resource_with(resource(1)).await;
+    let (_, pool) = send(app.post(
+        "admin",
+        "/v1/pools",
+        &json!({"name": "P", "resource_ids": [small, single], "strategy": "least_booked"}),
+    ))
+    .await;
+    let pool = pool["id"].clone();
+    let resources = [(big, 6), (small, 2), (single, 1)];
+    let seed = std::env::var("LOAD_TIMELINE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x10ad_u64);
+    let mut rng = acceptance::Rng(seed | 1);
+    let mut made: Vec<(String, Value)> = Vec::new();
+    let mut capacity = 6;
+    for step in 0..150 {
+        let mut requests = Vec::new();
+        for _ in 0..1 + rng.below(5) {
+            let who = format!("p{}", rng.below(5));
+            let from = 9 + rng.below(3) as i64;
+            let (start, end) = hours(from, from + 1 + rng.below(2) as i64);
+            let (r1, c1) = if rng.below(2) == 0 { resources[0] } else { resources[rng.below(3)] };
+            let confirm = rng.below(4) == 0;
+            let kind = if made.is_empty() { rng.below(4) } else { rng.below(11) };
+            let req = match kind {
+                0 => app.post(
+                    &who,
+                    "/v1/reservations",
+                    &json!({"resource_id": r1, "start": start, "end": end,
+                        "quantity": 1 + rng.below(c1.min(3)), "confirm": confirm}),
+                ),
+                1 => app
+                    .post(
+                        &who,
+                        "/v1/reservations",
+                        &json!({"resource_id": big, "start": start, "end": end, "quantity": 1 + rng.below(2)}),
+                    )
+                    .header("idempotency-key", format!("k{}", rng.below(8))),
+                2 => app.post(
+                    &who,
+                    "/v1/reservations",
+                    &json!({"start": start, "end": end, "confirm": confirm,
+                        "items": [{"resource_id": big, "quantity": 1 + rng.below(2)}, {"pool_id": pool}]}),
+                ),
+                3 => app.post(
+                    &who,
+                    &format!("/v1/resources/{big}/waitlist"),
+                    &json!({"start": start, "end": end, "quantity": 1 + rng.below(2)}),
+                ),
+                // Capacity changes: the big resource's between 4 and 8, and the single
+                // unit's between 1 and 2 (its bookings join and leave the timeline).
+                4 if rng.below(2) == 0 => {
+                    capacity = 4 + rng.below(5) as i32;
+                    app.patch("admin", &format!("/v1/resources/{big}"), &json!({"capacity": capacity}))
+                }
+                4 => app.patch("admin", &format!("/v1/resources/{single}"), &json!({"capacity": 1 + rng.below(2)})),
+                _ => {
+                    let (owner, r) = &made[rng.below(made.len())];
+                    let path = reservation_path(&r["id"]);
+                    match kind {
+                        5 | 6 => app.http.post(app.url(&format!("{path}/confirm"))).header("x-principal", owner),
+                        7 => app.post(owner, &format!("{path}/extend"), &json!({})),
+                        8 => app.patch(owner, &path, &json!({"start": start, "end": end})),
+                        _ => app.delete(owner, &path),
+                    }
+                }
+            };
+            requests.push((who, kind, req));
+        }
+        // Half the steps start just before some booking's expiry, and the clock moves
+        // through it while the step's requests run.
+        let ticking = acceptance::tick_through_an_expiry(&clock, &made, &mut rng);
+        let sweeping = (rng.below(3) == 0).then(|| {
+            let (pool, clock) = (app.state.pool.clone(), clock.clone());
+            tokio::spawn(async move {
+                shared::booking::sweep::expire_lapsed(&pool, clock.as_ref(), Bounds::default()).await
+            })
+        });
+        let kinds: Vec<(String, usize)> = requests.iter().map(|(w, k, _)| (w.clone(), *k)).collect();
+        let answers = acceptance::send_at_once(requests.into_iter().map(|(_, _, r)| r).collect()).await;
+        ticking.await.unwrap();
+        if let Some(sweep) = sweeping {
+            sweep.await.unwrap().unwrap();
+        }
+        for ((who, kind), (status, body)) in kinds.into_iter().zip(&answers) {
+            assert!(!status.is_server_error(), "step {step}: {status} {body}");
+            if kind <= 2 && *status == StatusCode::CREATED {
+                made.push((who, body.clone()));
+            }
+        }
+        if rng.below(3) == 0 {
+            clock.advance(Duration::milliseconds(300 + rng.below(2500) as i64));
+        }
+        let db = app.db().await;
+        assert_eq!(load_timeline_mismatches(&db).await, 0, "step {step} (seed {seed}): {answers:?}");
+        assert_eq!(over_capacity(&db, clock.now()).await, 0, "step {step} (seed {seed}): {answers:?}");
+        assert_eq!(split_bookings(&db, clock.now()).await, 0, "step {step} (seed {seed}): {answers:?}");
+        made.retain(|_| rng.below(10) != 0);
+    }
+    let db = app.db().await;
+    let counted: i64 = db
+        .query_one("SELECT count(*) FROM resource_load WHERE resource_id = $1 AND load > 0", &[&big])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(counted > 0, "the run left bookings on the big resource (capacity {capacity})");
+}
