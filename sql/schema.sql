@@ -1169,6 +1169,32 @@ END
 $$;
 
 --
+-- Name: resource_live_load(uuid, timestamp with time zone, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.resource_live_load(p_resource uuid, p_from timestamp with time zone, p_to timestamp with time zone, p_now timestamp with time zone) RETURNS TABLE(starts_at timestamp with time zone, ends_at timestamp with time zone, load bigint)
+    LANGUAGE plpgsql STABLE
+    AS $_$
+BEGIN
+    RETURN QUERY EXECUTE
+        'WITH lapsed AS MATERIALIZED (
+             SELECT h.period, h.quantity FROM reservations h
+             WHERE h.resource_id = $1 AND h.status = ''HELD'' AND h.resource_capacity IS DISTINCT FROM 1
+               AND h.expires_at <= $4 AND h.expires_at > $4 - interval ''7 days''
+               AND h.period && tstzrange($2, $3, ''[)'')
+         ), pieces AS (
+             SELECT l.during, l.load - coalesce((SELECT sum(x.quantity) FROM lapsed x WHERE x.period && l.during), 0)
+                    AS live
+             FROM resource_load l
+             WHERE l.resource_id = $1 AND l.during && tstzrange($2, $3, ''[)'') AND l.load > 0
+         )
+         SELECT greatest(lower(p.during), $2), least(upper(p.during), $3), p.live::bigint
+         FROM pieces p WHERE p.live > 0 ORDER BY p.during'
+    USING p_resource, p_from, p_to, p_now;
+END
+$_$;
+
+--
 -- Name: resource_load_mismatches(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -2016,6 +2042,12 @@ CREATE INDEX reservations_created_idx ON public.reservations USING btree (create
 --
 
 CREATE INDEX reservations_held_expiry_idx ON public.reservations USING btree (expires_at) WHERE ((status)::text = 'HELD'::text);
+
+--
+-- Name: reservations_kept_wider_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reservations_kept_wider_idx ON public.reservations USING gist (resource_id, buffered) WHERE ((buffered <> period) AND ((status)::text = ANY (ARRAY['HELD'::text, 'CONFIRMING'::text, 'CONFIRMED'::text])));
 
 --
 -- Name: reservations_owner_created_idx; Type: INDEX; Schema: public; Owner: -

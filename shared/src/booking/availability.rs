@@ -160,19 +160,23 @@ pub async fn slots(
         (Authority::Upstream, None) => return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 5 }),
         (_, e) => e.unwrap_or(&[]),
     };
-    let bookings = super::calendar::bookings_around(c, resource, req.from, req.to, now).await?;
-    let near = reservations::active_in_window(c, resource.id, req.from, req.to, now).await?;
-    let ours = |b: &Block| near.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
-    let blocks = external.iter().filter(|b| !ours(b)).map(|b| Claim { start: b.start, end: b.end, quantity: 1 });
-    let claims: Vec<Claim> = bookings.iter().map(|k| k.kept).chain(blocks.clone()).collect();
-    let booked: Vec<Claim> = bookings.iter().map(|k| k.claim).chain(blocks).collect();
+    let super::calendar::Around { mut kept, mut booked } =
+        super::calendar::claims_around(c, resource, req.from, req.to, now).await?;
+    if !external.is_empty() {
+        // Our own confirmed bookings are in the upstream's view too: count each once.
+        let near = reservations::active_in_window(c, resource.id, req.from, req.to, now).await?;
+        let ours = |b: &Block| near.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
+        let blocks = external.iter().filter(|b| !ours(b)).map(|b| Claim { start: b.start, end: b.end, quantity: 1 });
+        kept.extend(blocks.clone());
+        booked.extend(blocks);
+    }
     let mut starts = resource.calendar.starts(&SlotQuery {
         from: req.from,
         to: req.to,
         duration: req.duration,
         quantity: req.quantity,
         capacity: resource.capacity,
-        claims: &claims,
+        claims: &kept,
         booked: &booked,
         now,
         latest_end: now + limits.horizon,

@@ -147,7 +147,7 @@ pub(super) async fn kept_around(
 
 /// The active bookings whose kept ranges can reach into `[from, to)`, each with its
 /// own range and the range it keeps.
-pub(super) async fn bookings_around(
+async fn bookings_around(
     c: &impl GenericClient,
     resource: &Resource,
     from: DateTime<Utc>,
@@ -156,6 +156,35 @@ pub(super) async fn bookings_around(
 ) -> Result<Vec<Kept>, DbError> {
     let reach = resource.calendar.reach();
     reservations::kept_near(c, resource.id, from - reach, to + reach, now).await
+}
+
+/// The claims on `[from, to)` a read of the free starts judges by: `kept`, the ranges
+/// the bookings keep (with their buffers), and `booked`, their own ranges.
+pub(super) struct Around {
+    pub kept: Vec<Claim>,
+    pub booked: Vec<Claim>,
+}
+
+/// The claims around `[from, to)` as of `now`. On a capacity-N resource whose bookings
+/// keep nothing there beyond their own ranges (no buffers now, none kept from before,
+/// found by a partial index), the live load timeline answers, so that the read of a big
+/// event costs the same whatever number of bookings it has; otherwise the bookings do.
+pub(super) async fn claims_around(
+    c: &impl GenericClient,
+    resource: &Resource,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Around, DbError> {
+    if resource.capacity > 1
+        && resource.calendar.reach().is_zero()
+        && !reservations::kept_wider_near(c, resource.id, from, to, now).await?
+    {
+        let pieces = reservations::live_load(c, resource.id, from, to, now).await?;
+        return Ok(Around { kept: pieces.clone(), booked: pieces });
+    }
+    let bookings = bookings_around(c, resource, from, to, now).await?;
+    Ok(Around { kept: bookings.iter().map(|k| k.kept).collect(), booked: bookings.iter().map(|k| k.claim).collect() })
 }
 
 /// Whether `entry` may be offered or booked now by its resource's rules: the

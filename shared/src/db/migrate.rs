@@ -31,6 +31,7 @@ const FUNCTIONS: &[(&str, &str)] = &[
     ("reservation_series_field", include_str!("../../../sql/functions/reservation_series_field.sql")),
     ("reservation_snapshot", include_str!("../../../sql/functions/reservation_snapshot.sql")),
     ("reservations_set_buffered", include_str!("../../../sql/functions/reservations_set_buffered.sql")),
+    ("resource_live_load", include_str!("../../../sql/functions/resource_live_load.sql")),
     ("resource_load_mismatches", include_str!("../../../sql/functions/resource_load_mismatches.sql")),
     ("resources_rules_version", include_str!("../../../sql/functions/resources_rules_version.sql")),
     ("uuidv7", include_str!("../../../sql/functions/uuidv7.sql")),

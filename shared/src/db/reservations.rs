@@ -26,6 +26,8 @@ statements![
     ITEMS_OF_BOOKING,
     ACTIVE_IN_WINDOW,
     KEPT_NEAR,
+    KEPT_WIDER_NEAR,
+    LIVE_LOAD,
 ];
 
 /// The columns of a reservation row, in the order [`from_row`] reads.
@@ -262,6 +264,21 @@ pub const KEPT_NEAR: &str = r#"
       AND buffered && tstzrange($2, $3, '[)')
       AND NOT (status = 'HELD' AND expires_at <= $4)
     ORDER BY starts_at, id"#;
+
+/// Whether an active booking whose kept range is wider than its own period
+/// (buffers in force when it was made) keeps any of `[$2, $3)`: by the partial index of
+/// such bookings, without reading the others.
+pub const KEPT_WIDER_NEAR: &str = r#"
+    SELECT EXISTS (
+        SELECT 1 FROM reservations
+        WHERE resource_id = $1 AND buffered <> period AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+          AND buffered && tstzrange($2, $3, '[)')
+          AND NOT (status = 'HELD' AND expires_at <= $4)) AS kept_wider"#;
+
+/// A capacity-N resource's live load over `[$2, $3)` from its load timeline, one row per
+/// piece that holds some (sql/functions/resource_live_load.sql).
+pub const LIVE_LOAD: &str = r#"
+    SELECT starts_at, ends_at, load FROM resource_live_load($1, $2, $3, $4)"#;
 
 pub struct NewReservation<'a> {
     pub id: Uuid,
@@ -565,6 +582,33 @@ pub async fn kept_near(
                 claim: Claim { start: row.try_get("starts_at")?, end: row.try_get("ends_at")?, quantity },
                 kept: Claim { start: row.try_get("kept_from")?, end: row.try_get("kept_to")?, quantity },
             })
+        })
+        .collect()
+}
+
+/// See [`KEPT_WIDER_NEAR`].
+pub async fn kept_wider_near(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<bool, DbError> {
+    Ok(c.row(KEPT_WIDER_NEAR, &[&resource_id, &from, &to, &now]).await?.try_get("kept_wider")?)
+}
+
+/// See [`LIVE_LOAD`]: each piece as a claim of its load, the pieces apart.
+pub async fn live_load(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Claim>, DbError> {
+    let rows = c.rows(LIVE_LOAD, &[&resource_id, &from, &to, &now]).await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Claim { start: row.try_get("starts_at")?, end: row.try_get("ends_at")?, quantity: row.try_get("load")? })
         })
         .collect()
 }

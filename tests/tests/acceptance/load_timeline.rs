@@ -123,6 +123,102 @@ async fn an_item_written_down_from_another_resource_lowers_every_piece_a_raise_i
     assert_eq!(pieces(&app, hall).await, [(piece, 1)], "Bob's booking alone");
 }
 
+/// The hour-long starts from 8:00 to 13:00 of the test day as a slots read answers
+/// them: each with its remaining places, or 0 and its reason where it is not bookable.
+async fn hourly_slots(app: &TestApp, resource: Uuid) -> Vec<(String, i64, String)> {
+    let (from, to) = hours(8, 14);
+    let query = format!("from={from}&to={to}&duration=PT1H&unavailable=true");
+    let (status, body) = send(app.get("reader", &format!("/v1/resources/{resource}/slots?{query}"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let start = |s: &Value| s["start"].as_str().unwrap().to_string();
+    let open =
+        body["slots"].as_array().unwrap().iter().map(|s| (start(s), s["remaining"].as_i64().unwrap(), "".into()));
+    let closed =
+        body["unavailable"].as_array().unwrap().iter().map(|s| (start(s), 0, s["reason"].as_str().unwrap().into()));
+    let mut starts: Vec<_> = open.chain(closed).collect();
+    starts.sort();
+    starts
+}
+
+/// The same starts as the bookings live at `now` leave them, recomputed in SQL from the
+/// rows (the peak of the live bookings over each hour), without reasons but `taken`.
+async fn hourly_slots_by_the_bookings(
+    app: &TestApp,
+    resource: Uuid,
+    now: chrono::DateTime<Utc>,
+) -> Vec<(String, i64, String)> {
+    let db = app.db().await;
+    let capacity: i32 =
+        db.query_one("SELECT capacity FROM resources WHERE id = $1", &[&resource]).await.unwrap().get(0);
+    let mut starts = Vec::new();
+    for hour in 8..14 {
+        let (start, end) = hours(hour, hour + 1);
+        let peak: i64 = db
+            .query_one(
+                "WITH live AS (
+                     SELECT greatest(starts_at, $2::text::timestamptz) AS s, least(ends_at, $3::text::timestamptz) AS e,
+                            quantity
+                     FROM reservations
+                     WHERE resource_id = $1 AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+                       AND NOT (status = 'HELD' AND expires_at <= $4)
+                       AND period && tstzrange($2::text::timestamptz, $3::text::timestamptz, '[)')
+                 ), edges AS (SELECT s AS at, quantity AS delta FROM live UNION ALL SELECT e, -quantity FROM live)
+                 SELECT coalesce(max(load), 0)::bigint
+                 FROM (SELECT sum(delta) OVER (ORDER BY at, delta ROWS UNBOUNDED PRECEDING) AS load FROM edges) r",
+                &[&resource, &start, &end, &now],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let remaining = i64::from(capacity) - peak;
+        starts.push(if remaining > 0 { (start, remaining, "".into()) } else { (start, 0, "taken".into()) });
+    }
+    starts
+}
+
+#[tokio::test]
+async fn a_big_events_slots_read_the_timeline_less_the_lapsed_holds_and_keep_the_buffers_kept_from_before() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let hall = app.resource_with(resource(3)).await;
+    let (status, body) = app.reserve("ann", hall, (&hours(9, 11).0, &hours(9, 11).1), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = send(app.post(
+        "ben",
+        "/v1/reservations",
+        &json!({"resource_id": hall, "start": hours(10, 12).0, "end": hours(10, 12).1, "quantity": 2, "confirm": true}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let free = |h: i64, n: i64| (hours(h, h + 1).0, n, String::new());
+    let taken = |h: i64| (hours(h, h + 1).0, 0, "taken".to_string());
+    assert_eq!(
+        hourly_slots(&app, hall).await,
+        [free(8, 3), free(9, 2), taken(10), free(11, 1), free(12, 3), free(13, 3)]
+    );
+
+    // Ann's hold lapses; nothing writes it down, and the read leaves it out.
+    clock.advance(Duration::seconds(TTL + 1));
+    assert_eq!(pieces(&app, hall).await.iter().map(|p| p.1).collect::<Vec<_>>(), [1, 3, 2], "still counted");
+    assert_eq!(
+        hourly_slots(&app, hall).await,
+        [free(8, 3), free(9, 3), free(10, 1), free(11, 1), free(12, 3), free(13, 3)]
+    );
+
+    // Cat books the hall whole while it keeps an hour after each booking; the buffer is
+    // then cleared, with another rule left in force. Her booking still keeps its hour:
+    // the read finds it (by the index of wider kept ranges) and judges by the bookings.
+    let patch = |body: Value| app.patch("admin", &format!("/v1/resources/{hall}"), &body);
+    let (status, body) = send(patch(json!({"buffer_after_minutes": 60}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = app.reserve("cat", hall, (&hours(12, 13).0, &hours(12, 13).1), 3).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = send(patch(json!({"buffer_after_minutes": 0, "min_notice_minutes": 5}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let buffer = (hours(13, 14).0, 0, "buffer".to_string());
+    assert_eq!(hourly_slots(&app, hall).await, [free(8, 3), free(9, 3), free(10, 1), free(11, 1), taken(12), buffer]);
+}
+
 /// A timestamp as PostgreSQL prints it in a range.
 async fn db_time(db: &deadpool_postgres::Object, at: &str) -> String {
     db.query_one("SELECT $1::text::timestamptz::text", &[&at]).await.unwrap().get(0)
@@ -235,6 +331,10 @@ async fn every_write_path_raced_with_expiry_the_sweep_and_capacity_changes_keeps
         assert_eq!(load_timeline_mismatches(&db).await, 0, "step {step} (seed {seed}): {answers:?}");
         assert_eq!(over_capacity(&db, clock.now()).await, 0, "step {step} (seed {seed}): {answers:?}");
         assert_eq!(split_bookings(&db, clock.now()).await, 0, "step {step} (seed {seed}): {answers:?}");
+        for r in [big, small] {
+            let by_bookings = hourly_slots_by_the_bookings(&app, r, clock.now()).await;
+            assert_eq!(hourly_slots(&app, r).await, by_bookings, "step {step} (seed {seed}): slots of {r}");
+        }
         made.retain(|_| rng.below(10) != 0);
     }
     let db = app.db().await;
