@@ -297,14 +297,22 @@ BEGIN
         -- booking's must leave room for it, as the general path judges them (lapsed holds
         -- left out). The range fits, so where every booking meeting the kept range keeps
         -- its period alone and that period meets the range, the peak is the range's:
-        -- nothing more to count. Otherwise the general path refuses what does not fit,
-        -- with its own answer.
-        IF res.has_calendar_rules AND EXISTS (
+        -- nothing more to count. Without buffers of its own (kept = range) only a
+        -- booking whose kept range is wider than its period can break that, and the
+        -- partial index of those (migrations/V15) finds it without reading the
+        -- bookings on the range (a big event with rules). Otherwise the general path
+        -- refuses what does not fit, with its own answer.
+        IF res.has_calendar_rules AND (CASE WHEN kept = range THEN EXISTS (
+            SELECT 1 FROM reservations r
+            WHERE r.resource_id = p_resource AND (r.buffered <> r.period) IS TRUE
+              AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+              AND r.buffered && kept AND NOT (r.status = 'HELD' AND r.expires_at <= p_now))
+        ELSE EXISTS (
             SELECT 1 FROM reservations r
             WHERE r.resource_id = p_resource AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
               AND r.period && tstzrange(lower(kept) - interval '1 day', upper(kept) + interval '1 day', '[)')
               AND r.buffered && kept AND NOT (r.status = 'HELD' AND r.expires_at <= p_now)
-              AND (r.buffered <> r.period OR NOT r.period && range)) THEN
+              AND (r.buffered <> r.period OR NOT r.period && range)) END) THEN
             -- +quantity at each (clipped) start of a kept range, -quantity at each end,
             -- ends first at one instant; the running sum's maximum is the peak.
             IF (WITH near AS (

@@ -267,11 +267,12 @@ pub const KEPT_NEAR: &str = r#"
 
 /// Whether an active booking whose kept range is wider than its own period
 /// (buffers in force when it was made) keeps any of `[$2, $3)`: by the partial index of
-/// such bookings, without reading the others.
+/// such bookings, without reading the others (`IS TRUE` as the index has it, so that
+/// the planner judges by the expression's statistics: migrations/V15).
 pub const KEPT_WIDER_NEAR: &str = r#"
     SELECT EXISTS (
         SELECT 1 FROM reservations
-        WHERE resource_id = $1 AND buffered <> period AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+        WHERE resource_id = $1 AND (buffered <> period) IS TRUE AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
           AND buffered && tstzrange($2, $3, '[)')
           AND NOT (status = 'HELD' AND expires_at <= $4)) AS kept_wider"#;
 
