@@ -1,5 +1,7 @@
 //! `fill-bench`: one range of one big resource sold out by many people at once (a
-//! concert's standing area, a conference, a webinar), phase (f) of issue 48.
+//! concert's standing area, a conference, a webinar): whether a hold's cost stays the
+//! same however many holds the range already has, and how fast a sold-out range and a
+//! day's slots are read at that size.
 //!
 //! A resource of capacity N gets N holds of one range, quantity 1, each by a principal
 //! of its own, from 32 connections; then N/5 more requests (at least 100), which must
@@ -12,14 +14,16 @@
 //! - the sold-out refusals' rate against the fill's (goal: at least as fast);
 //! - the slots read's p95 over 200 reads of the day (goal: at most 20 ms).
 //!
-//! Then the same for a resource of capacity 200 (a class, a small venue).
+//! Then the same for a resource of a fifth of N with calendar rules (a notice of one
+//! minute: the hold then also judges the ranges the bookings keep), and for one of
+//! capacity 200 (a class, a small venue).
 //!
 //! Exit 1 when the service is wrong: not exactly N winners, a 5xx or no answer, a
 //! resource over its capacity, or a load timeline that differs from the bookings
 //! (`resource_load_mismatches()`, when the server's schema has one).
 //!
 //! ```text
-//! cargo run -p bench --release --bin fill-bench [-- --quick]   (quick: 10,000 and 200)
+//! cargo run -p bench --release --bin fill-bench [-- --quick]   (quick: 10,000, 2,000 and 200)
 //! ```
 //!
 //! Where the server runs without autovacuum (this machine's PostgreSQL), the bench
@@ -103,77 +107,55 @@ async fn run(target: Target, big: u64) -> Result<bool, BoxError> {
         tokio::spawn(async move { analyze_as_autovacuum(&url).await })
     });
 
+    let halls = [
+        Hall { capacity: big, rules: serde_json::json!({}), what: "" },
+        Hall { capacity: big / 5, rules: serde_json::json!({"min_notice_minutes": 1}), what: ", calendar rules" },
+        Hall { capacity: 200, rules: serde_json::json!({}), what: "" },
+    ];
     let mut correct = true;
-    for capacity in [big, 200] {
-        correct &= fill(&http, &base, &db, capacity, serialized_rate).await?;
+    for hall in &halls {
+        correct &= fill(&http, &base, &db, hall, serialized_rate).await?;
     }
     Ok(correct)
 }
 
-/// Fills one resource of `capacity`, then asks for a tenth more, then reads its slots.
+/// One resource to fill: its capacity, the calendar rules it is created with and the
+/// words that say so.
+struct Hall {
+    capacity: u64,
+    rules: serde_json::Value,
+    what: &'static str,
+}
+
+/// Fills one resource, then asks for a fifth more, then reads its slots.
 async fn fill(
     http: &reqwest::Client,
     base: &str,
     db: &tokio_postgres::Client,
-    capacity: u64,
+    hall: &Hall,
     serialized_rate: f64,
 ) -> Result<bool, BoxError> {
-    let resource = setup::create_resource_at(
-        http,
-        base,
-        serde_json::json!({"name": format!("hall-{capacity}"), "capacity": capacity}),
-    )
-    .await?;
+    let capacity = hall.capacity;
+    let mut created = serde_json::json!({"name": format!("hall-{capacity}"), "capacity": capacity});
+    created.as_object_mut().expect("an object").extend(hall.rules.as_object().expect("an object").clone());
+    let resource = setup::create_resource_at(http, base, created).await?;
     let day = chrono::Utc::now().date_naive() + chrono::Days::new(30);
     let start = day.and_hms_opt(18, 0, 0).unwrap().and_utc();
     let end = day.and_hms_opt(22, 0, 0).unwrap().and_utc();
     let body = serde_json::json!({"resource_id": resource, "start": start, "end": end});
     println!();
-    println!("(f) one resource of capacity {capacity}, one range, quantity 1, {CONNECTIONS} connections");
+    println!("(f) one resource of capacity {capacity}{}, one range, quantity 1, {CONNECTIONS} connections", hall.what);
 
     let block = (capacity / BLOCKS).max(1);
-    let sent = Arc::new(AtomicU64::new(0));
-    let won = Arc::new(AtomicU64::new(0));
-    let crossings = Arc::new(std::sync::Mutex::new(vec![Duration::ZERO]));
-    let failures = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let workers: Vec<_> = (0..CONNECTIONS)
-        .map(|_| {
-            let (http, url, body) = (http.clone(), format!("{base}/v1/reservations"), body.clone());
-            let (sent, won, crossings, failures) = (sent.clone(), won.clone(), crossings.clone(), failures.clone());
-            tokio::spawn(async move {
-                loop {
-                    let n = sent.fetch_add(1, Ordering::SeqCst);
-                    if n >= capacity {
-                        return;
-                    }
-                    let request = http.post(&url).header("x-principal", format!("fan-{n}")).json(&body).build();
-                    match setup::send(&http, request.expect("a request with a JSON body builds")).await {
-                        Ok(Outcome::Status(201)) => {
-                            let w = won.fetch_add(1, Ordering::SeqCst) + 1;
-                            if w % block == 0 {
-                                crossings.lock().unwrap().push(started.elapsed());
-                            }
-                        }
-                        _ => {
-                            failures.fetch_add(1, Ordering::SeqCst);
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.await?;
-    }
-    let filled_in = started.elapsed();
-    let won = won.load(Ordering::SeqCst);
-    let crossings = crossings.lock().unwrap().clone();
-    let rates: Vec<f64> = crossings.windows(2).map(|w| block as f64 / (w[1] - w[0]).as_secs_f64().max(1e-9)).collect();
+    let url = format!("{base}/v1/reservations");
+    let fill = send_holds(http, &url, &body, capacity, "fan", block).await?;
+    let won = fill.created;
+    let rates: Vec<f64> =
+        fill.crossings.windows(2).map(|w| block as f64 / (w[1] - w[0]).as_secs_f64().max(1e-9)).collect();
     let line: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
     println!("  holds/s by block of {block}: {}", line.join(", "));
-    let fill_rate = won as f64 / filled_in.as_secs_f64();
-    println!("  {won} holds in {:.1} s: {fill_rate:.0}/s", filled_in.as_secs_f64());
+    let fill_rate = won as f64 / fill.took.as_secs_f64();
+    println!("  {won} holds in {:.1} s: {fill_rate:.0}/s", fill.took.as_secs_f64());
     if let (Some(first), Some(last)) = (rates.first(), rates.last()) {
         let ratio = last / first;
         println!(
@@ -190,36 +172,11 @@ async fn fill(
 
     // Sold out: every further request refused.
     let extra = (capacity / 5).max(100);
-    let refused = Arc::new(AtomicU64::new(0));
-    let other = Arc::new(AtomicU64::new(0));
-    let next = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let workers: Vec<_> = (0..CONNECTIONS)
-        .map(|_| {
-            let (http, url, body) = (http.clone(), format!("{base}/v1/reservations"), body.clone());
-            let (refused, other, next) = (refused.clone(), other.clone(), next.clone());
-            tokio::spawn(async move {
-                loop {
-                    let n = next.fetch_add(1, Ordering::SeqCst);
-                    if n >= extra {
-                        return;
-                    }
-                    let request = http.post(&url).header("x-principal", format!("late-{n}")).json(&body).build();
-                    match setup::send(&http, request.expect("a request with a JSON body builds")).await {
-                        Ok(Outcome::Status(409)) => refused.fetch_add(1, Ordering::SeqCst),
-                        _ => other.fetch_add(1, Ordering::SeqCst),
-                    };
-                }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.await?;
-    }
-    let refused_rate = refused.load(Ordering::SeqCst) as f64 / started.elapsed().as_secs_f64();
+    let late = send_holds(http, &url, &body, extra, "late", u64::MAX).await?;
+    let refused_rate = late.refused as f64 / late.took.as_secs_f64();
     println!(
         "  {extra} more requests, sold out: {} refused, {refused_rate:.0}/s, {:.2}x the fill's rate ({})",
-        refused.load(Ordering::SeqCst),
+        late.refused,
         refused_rate / fill_rate,
         verdict(refused_rate >= fill_rate, "goal: at least as fast as the fill")
     );
@@ -256,14 +213,14 @@ async fn fill(
     );
 
     let mut correct = true;
-    if won != capacity || failures.load(Ordering::SeqCst) > 0 {
-        println!("FAIL: {won} winners of {capacity}, {} other answers", failures.load(Ordering::SeqCst));
+    if won != capacity || fill.refused + fill.other > 0 {
+        println!("FAIL: {won} winners of {capacity}, {} other answers", fill.refused + fill.other);
         correct = false;
     }
-    if other.load(Ordering::SeqCst) > 0 || slot_failures > 0 {
+    if late.created + late.other > 0 || slot_failures > 0 {
         println!(
             "FAIL: {} sold-out requests not refused, {slot_failures} slots reads failed",
-            other.load(Ordering::SeqCst)
+            late.created + late.other
         );
         correct = false;
     }
@@ -282,6 +239,67 @@ async fn fill(
         println!("  (this server's schema has no load timeline)");
     }
     Ok(correct)
+}
+
+/// What [`send_holds`] got back.
+#[derive(Default)]
+struct Answers {
+    created: u64,
+    refused: u64,
+    /// Anything else: another status, an error or no answer.
+    other: u64,
+    /// When the first hold was sent, then when every `block`-th creation came.
+    crossings: Vec<Duration>,
+    took: Duration,
+}
+
+/// `count` requests of one hold, each by a principal of its own (`{who}-{n}`), from
+/// [`CONNECTIONS`] workers at once, each sending its next as soon as its last is
+/// answered.
+async fn send_holds(
+    http: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+    count: u64,
+    who: &str,
+    block: u64,
+) -> Result<Answers, BoxError> {
+    let next = Arc::new(AtomicU64::new(0));
+    let answers = Arc::new(std::sync::Mutex::new(Answers { crossings: vec![Duration::ZERO], ..Answers::default() }));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..CONNECTIONS)
+        .map(|_| {
+            let (http, url, body, who) = (http.clone(), url.to_string(), body.clone(), who.to_string());
+            let (next, answers) = (next.clone(), answers.clone());
+            tokio::spawn(async move {
+                loop {
+                    let n = next.fetch_add(1, Ordering::SeqCst);
+                    if n >= count {
+                        return;
+                    }
+                    let request = http.post(&url).header("x-principal", format!("{who}-{n}")).json(&body).build();
+                    let outcome = setup::send(&http, request.expect("a request with a JSON body builds")).await;
+                    let mut answers = answers.lock().unwrap();
+                    match outcome {
+                        Ok(Outcome::Status(201)) => {
+                            answers.created += 1;
+                            if answers.created % block == 0 {
+                                answers.crossings.push(started.elapsed());
+                            }
+                        }
+                        Ok(Outcome::Status(409)) => answers.refused += 1,
+                        _ => answers.other += 1,
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await?;
+    }
+    let mut answers = std::mem::take(&mut *answers.lock().unwrap());
+    answers.took = started.elapsed();
+    Ok(answers)
 }
 
 /// `ANALYZE reservations` whenever the table has grown by 10 % and 50 rows since the
