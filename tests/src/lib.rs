@@ -647,6 +647,13 @@ pub fn day() -> DateTime<Utc> {
     (Utc::now() + Duration::days(30)).duration_trunc(Duration::days(1)).unwrap()
 }
 
+/// A resource's creation body for the tests that move a manual clock through expiries:
+/// its holds last `hold_ttl_seconds` and may be kept for `max_hold_seconds`.
+pub fn short_lived(capacity: i32, hold_ttl_seconds: i64, max_hold_seconds: i64) -> serde_json::Value {
+    serde_json::json!({"name": "R", "capacity": capacity, "hold_ttl_seconds": hold_ttl_seconds,
+                       "max_hold_seconds": max_hold_seconds})
+}
+
 /// `[day + from_hour, day + to_hour)` as RFC 3339 strings.
 pub fn hours(from_hour: i64, to_hour: i64) -> (String, String) {
     let d = day();

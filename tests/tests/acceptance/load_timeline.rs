@@ -4,7 +4,9 @@
 //! it and whatever ran beside it: checked in SQL ([`load_timeline_mismatches`]), beside
 //! the guarantee itself ([`over_capacity`]).
 
-use acceptance::{TestApp, hours, load_timeline_mismatches, over_capacity, reservation_path, send, split_bookings};
+use acceptance::{
+    TestApp, hours, load_timeline_mismatches, over_capacity, reservation_path, send, short_lived, split_bookings,
+};
 use chrono::{Duration, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -15,10 +17,6 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 const TTL: i64 = 2;
-
-fn resource(capacity: i32) -> Value {
-    json!({"name": "R", "capacity": capacity, "hold_ttl_seconds": TTL, "max_hold_seconds": 8})
-}
 
 /// The pieces of a resource's timeline, as `(range, load)` in order.
 async fn pieces(app: &TestApp, resource: Uuid) -> Vec<(String, i64)> {
@@ -57,7 +55,7 @@ async fn fifty_holds_of_one_range_are_one_piece_and_the_fifty_first_is_refused()
 async fn a_lapsed_hold_counts_in_the_timeline_until_a_hold_that_needs_its_place_writes_it_down() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
-    let pair = app.resource_with(resource(2)).await;
+    let pair = app.resource_with(short_lived(2, TTL, 8)).await;
     let (start, end) = hours(10, 11);
     for who in ["ann", "ben"] {
         let (status, body) = app.reserve(who, pair, (&start, &end), 1).await;
@@ -80,8 +78,8 @@ async fn a_lapsed_hold_counts_in_the_timeline_until_a_hold_that_needs_its_place_
 async fn an_item_written_down_from_another_resource_lowers_every_piece_a_raise_in_flight_split() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
-    let room = app.resource_with(resource(1)).await;
-    let hall = app.resource_with(resource(3)).await;
+    let room = app.resource_with(short_lived(1, TTL, 8)).await;
+    let hall = app.resource_with(short_lived(3, TTL, 8)).await;
     let (start, end) = hours(10, 14);
     let items = json!([{"resource_id": room}, {"resource_id": hall}]);
     let (status, body) =
@@ -180,7 +178,7 @@ async fn hourly_slots_by_the_bookings(
 async fn a_big_events_slots_read_the_timeline_less_the_lapsed_holds_and_keep_the_buffers_kept_from_before() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
-    let hall = app.resource_with(resource(3)).await;
+    let hall = app.resource_with(short_lived(3, TTL, 8)).await;
     let (status, body) = app.reserve("ann", hall, (&hours(9, 11).0, &hours(9, 11).1), 1).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let (status, body) = send(app.post(
@@ -234,9 +232,9 @@ async fn db_time(db: &deadpool_postgres::Object, at: &str) -> String {
 async fn every_write_path_raced_with_expiry_the_sweep_and_capacity_changes_keeps_the_timeline_exact() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
-    let big = app.resource_with(resource(6)).await;
-    let small = app.resource_with(resource(2)).await;
-    let single = app.resource_with(resource(1)).await;
+    let big = app.resource_with(short_lived(6, TTL, 8)).await;
+    let small = app.resource_with(short_lived(2, TTL, 8)).await;
+    let single = app.resource_with(short_lived(1, TTL, 8)).await;
     let (_, pool) = send(app.post(
         "admin",
         "/v1/pools",

@@ -4,7 +4,9 @@
 //! written down is ever written back. Real PostgreSQL, real concurrency; the guarantee
 //! and all-or-nothing checked in SQL ([`over_capacity`], [`split_bookings`]).
 
-use acceptance::{TestApp, hours, load_timeline_mismatches, over_capacity, reservation_path, send, split_bookings};
+use acceptance::{
+    TestApp, hours, load_timeline_mismatches, over_capacity, reservation_path, send, short_lived, split_bookings,
+};
 use chrono::{DateTime, Duration, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -21,10 +23,8 @@ const TTL: i64 = 2;
 async fn two_resources() -> (TestApp, Arc<ManualClock>, Uuid, Uuid) {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
-    let resource =
-        |capacity: i32| json!({"name": "R", "capacity": capacity, "hold_ttl_seconds": TTL, "max_hold_seconds": 60});
-    let a = app.resource_with(resource(1)).await;
-    let b = app.resource_with(resource(2)).await;
+    let a = app.resource_with(short_lived(1, TTL, 60)).await;
+    let b = app.resource_with(short_lived(2, TTL, 60)).await;
     (app, clock, a, b)
 }
 
@@ -281,8 +281,7 @@ async fn random_interleavings_of_every_operation_keep_capacity_and_all_or_nothin
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let mut resources = Vec::new();
     for capacity in [1, 1, 2, 3] {
-        let body = json!({"name": "R", "capacity": capacity, "hold_ttl_seconds": TTL, "max_hold_seconds": 8});
-        resources.push((app.resource_with(body).await, capacity));
+        resources.push((app.resource_with(short_lived(capacity, TTL, 8)).await, capacity));
     }
     let ones: Vec<Uuid> = resources.iter().filter(|(_, c)| *c == 1).map(|(id, _)| *id).collect();
     let (_, pool) =
