@@ -312,6 +312,7 @@ DECLARE
     range tstzrange := tstzrange(p_start, p_end, '[)');
     any_lapsed boolean;
     fits boolean;
+    kept_beyond boolean := false;
     new_status text := CASE WHEN p_confirm THEN 'CONFIRMED' ELSE 'HELD' END;
     new_expires_at timestamptz;
     session_timeout text;
@@ -558,17 +559,25 @@ BEGIN
         -- partial index of those (migrations/V15) finds it without reading the
         -- bookings on the range (a big event with rules). Otherwise the general path
         -- refuses what does not fit, with its own answer.
-        IF res.has_calendar_rules AND (CASE WHEN kept = range THEN EXISTS (
-            SELECT 1 FROM reservations r
-            WHERE r.resource_id = p_resource AND (r.buffered <> r.period) IS TRUE
-              AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
-              AND r.buffered && kept AND NOT (r.status = 'HELD' AND r.expires_at <= p_now))
-        ELSE EXISTS (
-            SELECT 1 FROM reservations r
-            WHERE r.resource_id = p_resource AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
-              AND r.period && tstzrange(lower(kept) - interval '1 day', upper(kept) + interval '1 day', '[)')
-              AND r.buffered && kept AND NOT (r.status = 'HELD' AND r.expires_at <= p_now)
-              AND (r.buffered <> r.period OR NOT r.period && range)) END) THEN
+        IF res.has_calendar_rules THEN
+            -- Two statements, each planned on its own: one expression holding both
+            -- would be planned whole for every hold.
+            IF kept = range THEN
+                kept_beyond := EXISTS (
+                    SELECT 1 FROM reservations r
+                    WHERE r.resource_id = p_resource AND (r.buffered <> r.period) IS TRUE
+                      AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+                      AND r.buffered && kept AND NOT (r.status = 'HELD' AND r.expires_at <= p_now));
+            ELSE
+                kept_beyond := EXISTS (
+                    SELECT 1 FROM reservations r
+                    WHERE r.resource_id = p_resource AND r.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+                      AND r.period && tstzrange(lower(kept) - interval '1 day', upper(kept) + interval '1 day', '[)')
+                      AND r.buffered && kept AND NOT (r.status = 'HELD' AND r.expires_at <= p_now)
+                      AND (r.buffered <> r.period OR NOT r.period && range));
+            END IF;
+        END IF;
+        IF kept_beyond THEN
             -- +quantity at each (clipped) start of a kept range, -quantity at each end,
             -- ends first at one instant; the running sum's maximum is the peak.
             IF (WITH near AS (
