@@ -1015,13 +1015,17 @@ BEGIN
                 VALUES (NEW.resource_id, tstzrange(at, upper(piece.during), '[)'), piece.load);
             END IF;
         END LOOP;
+        -- The pieces of the period (split at its bounds, so inside it) are raised; the
+        -- gaps between them are new pieces holding the quantity alone. One statement:
+        -- a range no booking had is one insert.
+        WITH raised AS (
+            UPDATE resource_load l SET load = l.load + NEW.quantity
+            WHERE l.resource_id = NEW.resource_id AND l.during <@ NEW.period
+            RETURNING l.during
+        )
         INSERT INTO resource_load (resource_id, during, load)
-        SELECT NEW.resource_id, gap, 0
-        FROM unnest(tstzmultirange(NEW.period) - coalesce(
-                 (SELECT range_agg(l.during) FROM resource_load l
-                  WHERE l.resource_id = NEW.resource_id AND l.during && NEW.period), '{}')) AS gap;
-        UPDATE resource_load l SET load = l.load + NEW.quantity
-        WHERE l.resource_id = NEW.resource_id AND l.during <@ NEW.period;
+        SELECT NEW.resource_id, gap, NEW.quantity
+        FROM unnest(tstzmultirange(NEW.period) - coalesce((SELECT range_agg(raised.during) FROM raised), '{}')) AS gap;
     END IF;
     RETURN NULL;
 END

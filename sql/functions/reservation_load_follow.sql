@@ -6,8 +6,8 @@
 -- Raising a load happens under the resource's lock: every path that raises one holds
 -- it (the lock order), and this takes it again (`FOR NO KEY UPDATE`, a no-op for a
 -- holder) so that two raises never split one piece side by side. Raising splits the
--- pieces at the booking's start and end, fills the gaps between them with empty
--- pieces, and adds the quantity to every piece of the period.
+-- pieces at the booking's start and end, adds the quantity to every piece of the
+-- period and fills the gaps between them with pieces of the quantity alone.
 --
 -- Lowering a load needs no resource lock (a sibling of a booking of several is written
 -- down from another item's resource): the booking's boundaries are pieces' boundaries
@@ -60,13 +60,17 @@ BEGIN
                 VALUES (NEW.resource_id, tstzrange(at, upper(piece.during), '[)'), piece.load);
             END IF;
         END LOOP;
+        -- The pieces of the period (split at its bounds, so inside it) are raised; the
+        -- gaps between them are new pieces holding the quantity alone. One statement:
+        -- a range no booking had is one insert.
+        WITH raised AS (
+            UPDATE resource_load l SET load = l.load + NEW.quantity
+            WHERE l.resource_id = NEW.resource_id AND l.during <@ NEW.period
+            RETURNING l.during
+        )
         INSERT INTO resource_load (resource_id, during, load)
-        SELECT NEW.resource_id, gap, 0
-        FROM unnest(tstzmultirange(NEW.period) - coalesce(
-                 (SELECT range_agg(l.during) FROM resource_load l
-                  WHERE l.resource_id = NEW.resource_id AND l.during && NEW.period), '{}')) AS gap;
-        UPDATE resource_load l SET load = l.load + NEW.quantity
-        WHERE l.resource_id = NEW.resource_id AND l.during <@ NEW.period;
+        SELECT NEW.resource_id, gap, NEW.quantity
+        FROM unnest(tstzmultirange(NEW.period) - coalesce((SELECT range_agg(raised.during) FROM raised), '{}')) AS gap;
     END IF;
     RETURN NULL;
 END
