@@ -267,8 +267,9 @@ pub const KEPT_NEAR: &str = r#"
 
 /// Whether an active booking whose kept range is wider than its own period
 /// (buffers in force when it was made) keeps any of `[$2, $3)`: by the partial index of
-/// such bookings, without reading the others (`IS TRUE` as the index has it, so that
-/// the planner judges by the expression's statistics: migrations/V15).
+/// such bookings (`reservations_kept_wider_idx`), without reading the others. Written
+/// `IS TRUE`, as the index's predicate is, so that the planner judges by the
+/// expression's statistics.
 pub const KEPT_WIDER_NEAR: &str = r#"
     SELECT EXISTS (
         SELECT 1 FROM reservations
