@@ -484,7 +484,7 @@ BEGIN
                 o.outcome := 'general';
                 EXIT hold;
             END IF;
-            look := reservation_load(p_resource, p_start, p_end, p_now);
+            look := reservation_load(p_resource, p_start, p_end, p_now, NULL, p_quantity);
             IF look.lapsed THEN
                 o.outcome := 'general';
                 EXIT hold;
@@ -528,7 +528,7 @@ BEGIN
         -- The load under the lock, in a statement of its own: its snapshot, taken after the
         -- lock was granted, includes every committed competitor. On capacity N it is the
         -- load timeline's, whatever the number of bookings on the range.
-        look := reservation_load(p_resource, p_start, p_end, p_now);
+        look := reservation_load(p_resource, p_start, p_end, p_now, NULL, p_quantity);
         IF look.lapsed THEN
             -- Lapsed capacity goes to the waitlist first: the general path writes the lapse
             -- down and offers it, in this transaction, under the lock already held.
@@ -856,7 +856,7 @@ BEGIN
                                        metadata, acted_by, booking_id, item, pool_id)
         SELECT p_id, p_resource, p_capacity, p_owner, p_start, p_end, p_quantity, p_status, p_expires_at,
                p_failure_reason, p_source, p_now, p_now, p_metadata, p_acted_by, p_booking_id, p_item, p_pool_id
-        WHERE (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now) l) + p_quantity <= p_capacity
+        WHERE (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now, NULL, p_quantity) l) + p_quantity <= p_capacity
         RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
                   r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by
     ), ev AS (
@@ -900,17 +900,30 @@ END
 $$;
 
 --
--- Name: reservation_load(uuid, timestamp with time zone, timestamp with time zone, timestamp with time zone, uuid); Type: FUNCTION; Schema: public; Owner: -
+-- Name: reservation_load(uuid, timestamp with time zone, timestamp with time zone, timestamp with time zone, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.reservation_load(p_resource uuid, p_start timestamp with time zone, p_end timestamp with time zone, p_now timestamp with time zone, p_except uuid DEFAULT NULL::uuid, OUT peak bigint, OUT lapsed boolean) RETURNS record
+CREATE FUNCTION public.reservation_load(p_resource uuid, p_start timestamp with time zone, p_end timestamp with time zone, p_now timestamp with time zone, p_except uuid DEFAULT NULL::uuid, p_need integer DEFAULT NULL::integer, OUT peak bigint, OUT lapsed boolean) RETURNS record
     LANGUAGE plpgsql STABLE
     AS $_$
 DECLARE
     live bigint;
     left_out record;
+    cap integer;
 BEGIN
-    IF (SELECT r.capacity FROM resources r WHERE r.id = p_resource) > 1 THEN
+    SELECT r.capacity INTO cap FROM resources r WHERE r.id = p_resource;
+    IF cap > 1 THEN
+        SELECT x.period, x.quantity INTO left_out FROM reservations x
+        WHERE x.id = p_except AND x.resource_id = p_resource AND x.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+          AND x.resource_capacity IS DISTINCT FROM 1;
+        SELECT coalesce(max(l.load - CASE WHEN l.during && left_out.period THEN left_out.quantity ELSE 0 END), 0)
+        INTO peak
+        FROM resource_load l
+        WHERE l.resource_id = p_resource AND l.during && tstzrange(p_start, p_end, '[)');
+        IF p_need IS NOT NULL AND peak + p_need <= cap THEN
+            lapsed := false;
+            RETURN;
+        END IF;
         -- The resource's lapsed holds, by its expiry index, and whether one meets the
         -- range. Planned afresh each time (EXECUTE), with the clock's value: a plan
         -- kept for any time cannot tell that `expires_at <= now` is rare, and reads the
@@ -925,13 +938,6 @@ BEGIN
                 'AND h.expires_at <= $2 AND h.expires_at > $2 - interval ''7 days'''
         INTO lapsed USING p_resource, p_now, tstzrange(p_start, p_end, '[)'), p_except;
         IF NOT lapsed THEN
-            SELECT x.period, x.quantity INTO left_out FROM reservations x
-            WHERE x.id = p_except AND x.resource_id = p_resource AND x.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
-              AND x.resource_capacity IS DISTINCT FROM 1;
-            SELECT coalesce(max(l.load - CASE WHEN l.during && left_out.period THEN left_out.quantity ELSE 0 END), 0)
-            INTO peak
-            FROM resource_load l
-            WHERE l.resource_id = p_resource AND l.during && tstzrange(p_start, p_end, '[)');
             RETURN;
         END IF;
     END IF;
@@ -1056,7 +1062,7 @@ BEGIN
             acted_by = p_acted_by, updated_at = p_now,
             reschedules = r.reschedules + CASE WHEN p_event = 'reservation.rescheduled' THEN 1 ELSE 0 END
         WHERE r.id = p_id
-          AND (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now, p_id) l) + p_quantity
+          AND (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now, p_id, p_quantity) l) + p_quantity
               <= p_capacity
         RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
                   r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by

@@ -228,7 +228,7 @@ BEGIN
                 o.outcome := 'general';
                 EXIT hold;
             END IF;
-            look := reservation_load(p_resource, p_start, p_end, p_now);
+            look := reservation_load(p_resource, p_start, p_end, p_now, NULL, p_quantity);
             IF look.lapsed THEN
                 o.outcome := 'general';
                 EXIT hold;
@@ -272,7 +272,7 @@ BEGIN
         -- The load under the lock, in a statement of its own: its snapshot, taken after the
         -- lock was granted, includes every committed competitor. On capacity N it is the
         -- load timeline's, whatever the number of bookings on the range.
-        look := reservation_load(p_resource, p_start, p_end, p_now);
+        look := reservation_load(p_resource, p_start, p_end, p_now, NULL, p_quantity);
         IF look.lapsed THEN
             -- Lapsed capacity goes to the waitlist first: the general path writes the lapse
             -- down and offers it, in this transaction, under the lock already held.

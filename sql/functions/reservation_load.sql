@@ -6,21 +6,39 @@
 -- A capacity-N resource answers from its load timeline (`resource_load`): the highest
 -- piece over the range, less the left-out booking where it counts. Its cost grows with
 -- the distinct boundaries in the range, not with the bookings on it. The pieces count
--- lapsed holds until they are written down, so they answer only when no lapsed hold
--- meets the range (found by the expiry index, without reading live rows);
--- otherwise, and on capacity 1 (no pieces: the exclusion constraint judges), the
--- bookings themselves answer, in two steps: one aggregate over the overlapping claims,
--- which is the answer when at most one of them is live (its quantity, or 0); the sweep
--- over their starts and ends only when two or more are.
+-- lapsed holds until they are written down, so their peak is never below the live one.
+-- With p_need (the quantity the caller wants to fit), a peak that leaves room for it
+-- is the answer as it stands: lapsed holds could only lower it, so they are not looked
+-- for and `lapsed` is false (their capacity stays owed to the waitlist, which the
+-- sweep or the next request that needs it writes down). Otherwise the pieces answer
+-- only when no lapsed hold meets the range (found by the expiry index, without
+-- reading live rows); when one does, and on capacity 1 (no pieces: the exclusion
+-- constraint judges), the bookings themselves answer, in two steps: one aggregate over
+-- the overlapping claims, which is the answer when at most one of them is live (its
+-- quantity, or 0); the sweep over their starts and ends only when two or more are.
 CREATE OR REPLACE FUNCTION reservation_load(p_resource uuid, p_start timestamptz, p_end timestamptz,
                                             p_now timestamptz, p_except uuid DEFAULT NULL,
+                                            p_need integer DEFAULT NULL,
                                             OUT peak bigint, OUT lapsed boolean)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     live bigint;
     left_out record;
+    cap integer;
 BEGIN
-    IF (SELECT r.capacity FROM resources r WHERE r.id = p_resource) > 1 THEN
+    SELECT r.capacity INTO cap FROM resources r WHERE r.id = p_resource;
+    IF cap > 1 THEN
+        SELECT x.period, x.quantity INTO left_out FROM reservations x
+        WHERE x.id = p_except AND x.resource_id = p_resource AND x.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+          AND x.resource_capacity IS DISTINCT FROM 1;
+        SELECT coalesce(max(l.load - CASE WHEN l.during && left_out.period THEN left_out.quantity ELSE 0 END), 0)
+        INTO peak
+        FROM resource_load l
+        WHERE l.resource_id = p_resource AND l.during && tstzrange(p_start, p_end, '[)');
+        IF p_need IS NOT NULL AND peak + p_need <= cap THEN
+            lapsed := false;
+            RETURN;
+        END IF;
         -- The resource's lapsed holds, by its expiry index, and whether one meets the
         -- range. Planned afresh each time (EXECUTE), with the clock's value: a plan
         -- kept for any time cannot tell that `expires_at <= now` is rare, and reads the
@@ -35,13 +53,6 @@ BEGIN
                 'AND h.expires_at <= $2 AND h.expires_at > $2 - interval ''7 days'''
         INTO lapsed USING p_resource, p_now, tstzrange(p_start, p_end, '[)'), p_except;
         IF NOT lapsed THEN
-            SELECT x.period, x.quantity INTO left_out FROM reservations x
-            WHERE x.id = p_except AND x.resource_id = p_resource AND x.status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
-              AND x.resource_capacity IS DISTINCT FROM 1;
-            SELECT coalesce(max(l.load - CASE WHEN l.during && left_out.period THEN left_out.quantity ELSE 0 END), 0)
-            INTO peak
-            FROM resource_load l
-            WHERE l.resource_id = p_resource AND l.during && tstzrange(p_start, p_end, '[)');
             RETURN;
         END IF;
     END IF;

@@ -33,7 +33,7 @@ BEGIN
             acted_by = p_acted_by, updated_at = p_now,
             reschedules = r.reschedules + CASE WHEN p_event = 'reservation.rescheduled' THEN 1 ELSE 0 END
         WHERE r.id = p_id
-          AND (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now, p_id) l) + p_quantity
+          AND (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now, p_id, p_quantity) l) + p_quantity
               <= p_capacity
         RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
                   r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by

@@ -226,8 +226,9 @@ pub async fn reserve(
     now: DateTime<Utc>,
 ) -> Result<Reserved, BookingError> {
     validate(req, limits, now)?;
-    let pre =
-        hold::precheck(tx, req.resource_id, req.start, req.end, now).await?.ok_or(BookingError::ResourceNotFound)?;
+    let pre = hold::precheck(tx, req.resource_id, req.start, req.end, req.quantity, now)
+        .await?
+        .ok_or(BookingError::ResourceNotFound)?;
     if pre.resource.archived_at.is_some() {
         return Err(BookingError::ResourceArchived);
     }

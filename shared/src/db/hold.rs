@@ -79,6 +79,8 @@ pub const RULES: &str = "SELECT rules_version, time_zone, schedule, buffer_befor
 
 /// The look before the lock: the resource, the peak load over the range now, and
 /// whether lapsed holds overlap it, in one read that takes no lock and writes nothing.
+/// `$5` is the quantity asked for: where the load timeline leaves room for it, lapsed
+/// holds are not looked for (see `reservation_load`).
 /// A request that does not fit by this read is refused at once (the capacity really
 /// was taken at that instant), so a burst of losers never queues on the resource lock
 /// nor waits for a disk flush; only requests that may fit go on to the locked insert.
@@ -87,7 +89,7 @@ pub const PRECHECK: &str = "SELECT r.id, r.name, r.capacity, r.authority, r.upst
      r.buffer_before_minutes, r.buffer_after_minutes, r.min_notice_minutes, r.max_advance_days, r.slot_minutes, \
      r.cancel_notice_minutes, r.reschedule_notice_minutes, r.max_reschedules, r.max_hold_seconds, \
      r.default_duration_minutes, r.booking_limits, l.peak AS load, l.lapsed \
-     FROM resources r, reservation_load($1, $2, $3, $4) l WHERE r.id = $1";
+     FROM resources r, reservation_load($1, $2, $3, $4, NULL, $5) l WHERE r.id = $1";
 
 /// What [`HOLD`] came to.
 // One value per request, moved once: boxing would only add an allocation.
@@ -361,9 +363,12 @@ pub async fn precheck(
     resource_id: Uuid,
     start: DateTime<Utc>,
     end: DateTime<Utc>,
+    quantity: i32,
     now: DateTime<Utc>,
 ) -> Result<Option<Precheck>, DbError> {
-    let Some(row) = c.opt_row(PRECHECK, &[&resource_id, &start, &end, &now]).await? else { return Ok(None) };
+    let Some(row) = c.opt_row(PRECHECK, &[&resource_id, &start, &end, &now, &quantity]).await? else {
+        return Ok(None);
+    };
     Ok(Some(Precheck {
         resource: super::resources::from_row(&row)?,
         peak: row.try_get::<_, Option<i64>>("load")?.unwrap_or(0),

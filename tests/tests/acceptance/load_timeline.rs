@@ -70,6 +70,48 @@ async fn a_lapsed_hold_counts_in_the_timeline_until_a_hold_that_needs_its_place_
     assert_eq!(load_timeline_mismatches(&db).await, 0);
 }
 
+/// Lapsed holds only ever raise the timeline's peak: where it leaves room for a hold,
+/// the hold is made without looking for them (the expensive part of a capacity-N
+/// hold), and their places stay owed to the waitlist until the sweep writes them down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_the_timeline_has_room_for_leaves_the_lapsed_holds_to_the_sweep_and_their_places_to_the_waitlist() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let four = app.resource_with(short_lived(4, TTL, 8)).await;
+    let (start, end) = hours(10, 11);
+    let (status, ben) = app.reserve("ben", four, (&start, &end), 2).await;
+    assert_eq!(status, StatusCode::CREATED, "{ben}");
+    let ann = app.hold("ann", four, 10, 11).await;
+    assert_eq!(app.confirm("ann", &ann["id"]).await.0, StatusCode::OK);
+    let (status, wendy) = app.join_waitlist("wendy", four, 10, 11, 2).await;
+    assert_eq!((status, wendy["status"].as_str()), (StatusCode::CREATED, Some("WAITING")), "{wendy}");
+    clock.advance(Duration::seconds(TTL + 1));
+
+    let (status, body) = app.reserve("cat", four, (&start, &end), 1).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(app.reservation("ben", &ben["id"]).await["status"], "EXPIRED", "as read, the lapse is the state");
+    let db = app.db().await;
+    let written: Vec<String> = db
+        .query(
+            "SELECT status::text FROM reservations WHERE id = $1",
+            &[&Uuid::parse_str(ben["id"].as_str().unwrap()).unwrap()],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(written, ["HELD"], "ben's lapse is not written down by a hold that did not need his places");
+    assert_eq!(app.waitlist_entry("wendy", &wendy).await["status"], "WAITING");
+    assert_eq!(pieces(&app, four).await.iter().map(|p| p.1).collect::<Vec<_>>(), [4], "ben's two still counted");
+
+    shared::booking::sweep::expire_lapsed(&app.state.pool, clock.as_ref(), Bounds::default()).await.unwrap();
+    assert_eq!(app.waitlist_entry("wendy", &wendy).await["status"], "OFFERED", "ben's two places went to wendy");
+    assert_eq!(pieces(&app, four).await.iter().map(|p| p.1).collect::<Vec<_>>(), [4], "ann, cat and wendy's offer");
+    assert_eq!(load_timeline_mismatches(&db).await, 0);
+    assert_eq!(over_capacity(&db, clock.now()).await, 0);
+}
+
 /// The one write that lowers a load without the resource's lock: an item of a booking
 /// of several written down from another item's resource. Here it meets a raise in
 /// flight that splits the very piece it lowers, and still lowers every piece of its
