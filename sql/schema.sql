@@ -839,16 +839,13 @@ CREATE FUNCTION public.reservation_insert_if_fits(p_id uuid, p_resource uuid, p_
     AS $$
 #variable_conflict use_column
 BEGIN
-    -- The lapsed holds over the range first, in a statement of their own, so that the
+    -- The lapsed holds in the way first, in a statement of their own, so that the
     -- insert's snapshot is taken after them (and after the locks of their bookings'
     -- leads): their capacity is free for the load and the exclusion constraint.
     RETURN QUERY
     SELECT false, e.id, e.resource_id, e.owner, e.starts_at, e.ends_at, e.quantity, e.status, e.expires_at,
            e.failure_reason, e.source, e.created_at, e.updated_at, e.metadata, e.acted_by
-    FROM reservation_expire_lapsed(ARRAY(
-        SELECT b.id FROM reservations b
-        WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
-          AND b.period && tstzrange(p_start, p_end, '[)')), p_now) e;
+    FROM reservation_expire_lapsed(reservation_lapsed_in_way(p_resource, p_start, p_end, p_quantity, p_now), p_now) e;
     RETURN QUERY
     WITH ins AS (
         INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity,
@@ -898,6 +895,46 @@ BEGIN
         jsonb_build_array(jsonb_build_object('resource_id', p_resource_id, 'pool_id', NULL, 'quantity', p_quantity)));
 END
 $$;
+
+--
+-- Name: reservation_lapsed_in_way(uuid, timestamp with time zone, timestamp with time zone, integer, timestamp with time zone, uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_lapsed_in_way(p_resource uuid, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_now timestamp with time zone, p_except uuid DEFAULT NULL::uuid) RETURNS uuid[]
+    LANGUAGE plpgsql STABLE
+    AS $_$
+DECLARE
+    cap integer;
+    oldest uuid[];
+BEGIN
+    SELECT r.capacity INTO cap FROM resources r WHERE r.id = p_resource;
+    IF cap = 1 THEN
+        RETURN ARRAY(
+            SELECT b.id FROM reservations b
+            WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
+              AND b.period && tstzrange(p_start, p_end, '[)') AND b.id IS DISTINCT FROM p_except);
+    END IF;
+    -- The timeline's peak, counting the left-out booking too: an overestimate writes
+    -- down holds that have lapsed anyway, never one that counts.
+    IF (SELECT coalesce(max(l.load), 0) FROM resource_load l
+        WHERE l.resource_id = p_resource AND l.during && tstzrange(p_start, p_end, '[)')) + p_quantity
+       <= cap THEN
+        RETURN '{}';
+    END IF;
+    -- Planned afresh (EXECUTE), with the clock's value, as reservation_load's check: a
+    -- plan kept for any time reads every booking of the range by the period's index.
+    -- Among holds that lapsed at the same instant, any will do.
+    EXECUTE 'SELECT array_agg(o.id) FROM ('
+            '    SELECT b.id, sum(b.quantity) OVER (ORDER BY b.expires_at, b.id) - b.quantity AS before FROM ('
+            '        SELECT h.id, h.quantity, h.expires_at FROM reservations h'
+            '        WHERE h.resource_id = $1 AND h.status = ''HELD'' AND h.resource_capacity IS DISTINCT FROM 1'
+            '          AND h.expires_at <= $2 AND h.period && $3 AND h.id IS DISTINCT FROM $5'
+            '        ORDER BY h.expires_at LIMIT $4) b) o '
+            'WHERE o.before < $4'
+    INTO oldest USING p_resource, p_now, tstzrange(p_start, p_end, '[)'), p_quantity, p_except;
+    RETURN coalesce(oldest, '{}');
+END
+$_$;
 
 --
 -- Name: reservation_load(uuid, timestamp with time zone, timestamp with time zone, timestamp with time zone, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
@@ -1046,15 +1083,13 @@ CREATE FUNCTION public.reservation_move_if_fits(p_id uuid, p_resource uuid, p_ca
     AS $$
 #variable_conflict use_column
 BEGIN
-    -- The lapsed holds over the new range first, in a statement of their own (see
+    -- The lapsed holds in the way first, in a statement of their own (see
     -- reservation_insert_if_fits).
     RETURN QUERY
     SELECT false, e.id, e.resource_id, e.owner, e.starts_at, e.ends_at, e.quantity, e.status, e.expires_at,
            e.failure_reason, e.source, e.created_at, e.updated_at, e.metadata, e.acted_by
-    FROM reservation_expire_lapsed(ARRAY(
-        SELECT b.id FROM reservations b
-        WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
-          AND b.period && tstzrange(p_start, p_end, '[)') AND b.id <> p_id), p_now) e;
+    FROM reservation_expire_lapsed(reservation_lapsed_in_way(p_resource, p_start, p_end, p_quantity, p_now, p_id),
+                                   p_now) e;
     RETURN QUERY
     WITH upd AS (
         UPDATE reservations r

@@ -3,8 +3,8 @@
 -- itself left out: 10:00-11:00 may move to 10:30-11:30), and records p_event
 -- (reservation.rescheduled, or reservation.updated when only the metadata changed),
 -- counting the moves in `reschedules`.
--- Like the insert, it first writes down the lapsed holds over the new range
--- (reservation_expire_lapsed), in a statement before the update. Returns the moved row (moved = true, absent when it
+-- Like the insert, it first writes down the lapsed holds in the way of the new range
+-- (reservation_lapsed_in_way), in a statement before the update. Returns the moved row (moved = true, absent when it
 -- does not fit) and the holds it expired (moved = false). Call it under the resource
 -- lock, holding the reservation's lock.
 CREATE OR REPLACE FUNCTION reservation_move_if_fits(
@@ -17,15 +17,13 @@ CREATE OR REPLACE FUNCTION reservation_move_if_fits(
 ) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
-    -- The lapsed holds over the new range first, in a statement of their own (see
+    -- The lapsed holds in the way first, in a statement of their own (see
     -- reservation_insert_if_fits).
     RETURN QUERY
     SELECT false, e.id, e.resource_id, e.owner, e.starts_at, e.ends_at, e.quantity, e.status, e.expires_at,
            e.failure_reason, e.source, e.created_at, e.updated_at, e.metadata, e.acted_by
-    FROM reservation_expire_lapsed(ARRAY(
-        SELECT b.id FROM reservations b
-        WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
-          AND b.period && tstzrange(p_start, p_end, '[)') AND b.id <> p_id), p_now) e;
+    FROM reservation_expire_lapsed(reservation_lapsed_in_way(p_resource, p_start, p_end, p_quantity, p_now, p_id),
+                                   p_now) e;
     RETURN QUERY
     WITH upd AS (
         UPDATE reservations r

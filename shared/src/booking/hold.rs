@@ -269,7 +269,7 @@ pub async fn reserve(
     limits::judge(tx, &resource, owner, who, req.start, None, now).await?;
     if pre.lapsed {
         // Capacity that lapsed goes to the waitlist first, not to whoever asks next.
-        let lapsed = lapse::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;
+        let lapsed = lapse::expire_lapsed_in_way(tx, resource.id, (req.start, req.end), req.quantity, now).await?;
         on_freed(tx, &resource, &lapsed, now).await?;
     }
     let (status, expires_at) = match (confirm_now, upstream) {

@@ -74,7 +74,7 @@ pub async fn join_waitlist(
         return Ok(Joined::Existing(existing));
     }
     // Whoever was already waiting gets the lapsed capacity before this newcomer.
-    let lapsed = lapse::expire_lapsed_overlapping(tx, resource.id, req.start, Some(req.end), now).await?;
+    let lapsed = lapse::expire_lapsed_in_way(tx, resource.id, (req.start, req.end), req.quantity, now).await?;
     on_freed(tx, &resource, &lapsed, now).await?;
     let inserted = waitlist::insert(
         tx,

@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 statements![
+    EXPIRE_LAPSED_IN_WAY,
     EXPIRE_LAPSED_OVERLAPPING,
     EXPIRE_LAPSED_OVERLAPPING_ANY,
     EXPIRE_LAPSED_MEETING_KEPT,
@@ -50,6 +51,17 @@ macro_rules! expire_lapsed_where {
         )
     };
 }
+
+/// Writes down the lapse of the holds in the way of a claim of `$4` units of `[$2, $3)`
+/// on resource `$1` at `$5` (`reservation_lapsed_in_way`: on a single unit every one
+/// over the range; on capacity N, where the load timeline has no room for it, the
+/// oldest whose quantities reach `$4`, however many lapsed), and returns them, for the
+/// hand-over to the waitlist. Run it under the resource lock.
+pub const EXPIRE_LAPSED_IN_WAY: &str = concat!(
+    "SELECT ",
+    columns!(),
+    ", series_id FROM reservation_expire_lapsed(reservation_lapsed_in_way($1, $2, $3, $4, $5), $5)"
+);
 
 /// Writes down the lapse of the holds that overlap a range (`$3` NULL: unbounded), so
 /// that they stop counting for the exclusion constraint too (its predicate cannot know
@@ -108,6 +120,17 @@ pub const CLAIM_OWED_RESOURCE: &str = "SELECT res.id FROM resources res \
 /// Takes the ranges owed to resource `$1`'s waitlist; run under the lock
 /// [`CLAIM_OWED_RESOURCE`] took.
 pub const TAKE_OWED: &str = "DELETE FROM handovers_owed WHERE resource_id = $1 RETURNING starts_at, ends_at";
+
+/// See [`EXPIRE_LAPSED_IN_WAY`].
+pub async fn expire_lapsed_in_way(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    quantity: i32,
+    now: DateTime<Utc>,
+) -> Result<Vec<Reservation>, DbError> {
+    c.rows(EXPIRE_LAPSED_IN_WAY, &[&resource_id, &start, &end, &quantity, &now]).await?.iter().map(from_row).collect()
+}
 
 /// See [`EXPIRE_LAPSED_OVERLAPPING`].
 pub async fn expire_lapsed_overlapping(

@@ -24,6 +24,7 @@ const FUNCTIONS: &[(&str, &str)] = &[
     ("reservation_insert_if_fits", include_str!("../../../sql/functions/reservation_insert_if_fits.sql")),
     ("reservation_is_item", include_str!("../../../sql/functions/reservation_is_item.sql")),
     ("reservation_items", include_str!("../../../sql/functions/reservation_items.sql")),
+    ("reservation_lapsed_in_way", include_str!("../../../sql/functions/reservation_lapsed_in_way.sql")),
     ("reservation_load", include_str!("../../../sql/functions/reservation_load.sql")),
     ("reservation_load_follow", include_str!("../../../sql/functions/reservation_load_follow.sql")),
     ("reservation_move_if_fits", include_str!("../../../sql/functions/reservation_move_if_fits.sql")),

@@ -112,6 +112,96 @@ async fn a_hold_the_timeline_has_room_for_leaves_the_lapsed_holds_to_the_sweep_a
     assert_eq!(over_capacity(&db, clock.now()).await, 0);
 }
 
+/// Sells every place of `hall` over `[day + from, day + to)`, one hold of one place per
+/// principal, a hundred requests at a time.
+async fn sell_out(app: &TestApp, hall: Uuid, places: usize, (from, to): (i64, i64)) {
+    let (start, end) = hours(from, to);
+    for wave in 0..places.div_ceil(100) {
+        let holds = (wave * 100..places.min(wave * 100 + 100)).map(|i| {
+            app.post(&format!("fan{i}"), "/v1/reservations", &json!({"resource_id": hall, "start": start, "end": end}))
+        });
+        let answers = acceptance::send_at_once(holds.collect()).await;
+        assert!(answers.iter().all(|(s, _)| *s == StatusCode::CREATED), "every place sold: {answers:?}");
+    }
+}
+
+/// A sold-out event whose holds all lapse at once: the sweep writes them down a batch
+/// per transaction, the timeline follows each batch, and the waiters are offered
+/// places in the order they joined, each offer writing down no more than the places
+/// it takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sold_out_events_holds_lapsing_at_once_are_written_down_a_batch_a_transaction_and_offered_in_the_order_joined()
+ {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let hall = app.resource_with(short_lived(600, TTL, 8)).await;
+    sell_out(&app, hall, 600, (18, 22)).await;
+    let mut waiters = Vec::new();
+    for i in 0..5 {
+        let (status, entry) = app.join_waitlist(&format!("late{i}"), hall, 18, 22, 30).await;
+        assert_eq!((status, entry["status"].as_str()), (StatusCode::CREATED, Some("WAITING")), "{entry}");
+        waiters.push(entry["id"].as_str().unwrap().to_owned());
+    }
+    clock.advance(Duration::seconds(TTL + 1));
+
+    let bounds = Bounds { batch: 100, budget: std::time::Duration::from_secs(60) };
+    let report = shared::booking::sweep::expire_lapsed(&app.state.pool, clock.as_ref(), bounds).await.unwrap();
+    assert_eq!((report.expired, report.batches, report.offers), (600, 6, 5), "{report:?}");
+    let db = app.db().await;
+    let by_transaction: Vec<i64> = db
+        .query(
+            "SELECT count(*) FROM outbox WHERE kind = 'reservation.expired' GROUP BY xmin::text ORDER BY 1 DESC",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    // The first: a batch, and the 60 places that the last two offers needed beyond the
+    // 100 it freed (the timeline counts lapsed holds until they are written down).
+    assert_eq!(by_transaction, [160, 100, 100, 100, 100, 40], "a batch a transaction, and what the offers needed");
+    let offered: Vec<String> = db
+        .query("SELECT subject_id::text FROM outbox WHERE kind = 'waitlist.offered' ORDER BY seq", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(offered, waiters, "offered in the order they joined");
+    assert_eq!(pieces(&app, hall).await.iter().map(|p| p.1).collect::<Vec<_>>(), [150], "the five offers of 30");
+    assert_eq!(load_timeline_mismatches(&db).await, 0);
+    assert_eq!(over_capacity(&db, clock.now()).await, 0);
+}
+
+/// The same sold-out event, and a request before the sweep comes: it writes down the
+/// oldest lapsed holds for the places it asks for, and leaves the rest to the sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_on_a_sold_out_event_whose_holds_lapsed_writes_down_only_the_places_it_asks_for() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let hall = app.resource_with(short_lived(300, TTL, 8)).await;
+    sell_out(&app, hall, 300, (18, 22)).await;
+    clock.advance(Duration::seconds(TTL + 1));
+
+    let (start, end) = hours(18, 22);
+    let (status, body) = app.reserve("late", hall, (&start, &end), 3).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let db = app.db().await;
+    let expired =
+        app.count("SELECT count(*) FROM reservations WHERE resource_id = $1 AND status = 'EXPIRED'", &[&hall]).await;
+    assert_eq!(expired, 3, "three places asked for, three lapsed holds written down");
+    assert_eq!(pieces(&app, hall).await.iter().map(|p| p.1).collect::<Vec<_>>(), [300]);
+    assert_eq!(load_timeline_mismatches(&db).await, 0);
+
+    let report =
+        shared::booking::sweep::expire_lapsed(&app.state.pool, clock.as_ref(), Bounds::default()).await.unwrap();
+    assert_eq!(report.expired, 297, "{report:?}");
+    assert_eq!(pieces(&app, hall).await.iter().map(|p| p.1).collect::<Vec<_>>(), [3]);
+    assert_eq!(load_timeline_mismatches(&db).await, 0);
+    assert_eq!(over_capacity(&db, clock.now()).await, 0);
+}
+
 /// The one write that lowers a load without the resource's lock: an item of a booking
 /// of several written down from another item's resource. Here it meets a raise in
 /// flight that splits the very piece it lowers, and still lowers every piece of its
