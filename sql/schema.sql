@@ -252,6 +252,51 @@ CREATE FUNCTION public.reservation_event(p_id uuid, p_resource_id uuid, p_owner 
 $$;
 
 --
+-- Name: reservation_expire_in_way(uuid, timestamp with time zone, timestamp with time zone, integer, timestamp with time zone, uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reservation_expire_in_way(p_resource uuid, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_now timestamp with time zone, p_except uuid DEFAULT NULL::uuid) RETURNS TABLE(id uuid, resource_id uuid, owner text, starts_at timestamp with time zone, ends_at timestamp with time zone, quantity integer, status text, expires_at timestamp with time zone, failure_reason text, source text, created_at timestamp with time zone, updated_at timestamp with time zone, metadata jsonb, acted_by text, series_id uuid)
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    cap integer;
+    range tstzrange := tstzrange(p_start, p_end, '[)');
+    short record;
+    oldest uuid[];
+BEGIN
+    SELECT r.capacity INTO cap FROM resources r WHERE r.id = p_resource;
+    IF cap = 1 THEN
+        RETURN QUERY SELECT * FROM reservation_expire_lapsed(ARRAY(
+            SELECT b.id FROM reservations b
+            WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
+              AND b.period && range AND b.id IS DISTINCT FROM p_except), p_now);
+        RETURN;
+    END IF;
+    LOOP
+        -- Each statement sees the pieces as the write-downs before it lowered them.
+        SELECT l.during, l.load + p_quantity - cap AS shortfall INTO short
+        FROM resource_load l
+        WHERE l.resource_id = p_resource AND l.during && range AND l.load + p_quantity > cap
+        ORDER BY l.during LIMIT 1;
+        EXIT WHEN NOT FOUND;
+        -- Planned afresh (EXECUTE), with the clock's value, as reservation_load's check: a
+        -- plan kept for any time reads every booking of the range by the period's index.
+        -- Among holds that lapsed at the same instant, any will do.
+        EXECUTE 'SELECT array_agg(o.id) FROM ('
+                '    SELECT b.id, sum(b.quantity) OVER (ORDER BY b.expires_at, b.id) - b.quantity AS before FROM ('
+                '        SELECT h.id, h.quantity, h.expires_at FROM reservations h'
+                '        WHERE h.resource_id = $1 AND h.status = ''HELD'' AND h.resource_capacity IS DISTINCT FROM 1'
+                '          AND h.expires_at <= $2 AND h.period && $3 AND h.id IS DISTINCT FROM $5'
+                '        ORDER BY h.expires_at LIMIT $4) b) o '
+                'WHERE o.before < $4'
+        INTO oldest USING p_resource, p_now, short.during, short.shortfall, p_except;
+        EXIT WHEN oldest IS NULL;
+        RETURN QUERY SELECT * FROM reservation_expire_lapsed(oldest, p_now);
+    END LOOP;
+END
+$_$;
+
+--
 -- Name: reservation_expire_lapsed(uuid[], timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -664,6 +709,10 @@ DECLARE
     -- booking's earlier items take.
     ids uuid[];
     caps integer[];
+    -- What the booking asks of each resource, where that is known before the picks
+    -- (NULL for a pool's member): the load then looks for lapsed holds only where the
+    -- resource's timeline has no room for it.
+    needs integer[];
     live_peak bigint[];
     own bigint[];
     ttl integer;
@@ -734,13 +783,22 @@ BEGIN
                 RETURN;
             END IF;
         END LOOP;
+        IF needs IS NULL AND 1 < ANY(caps) THEN
+            SELECT array_agg((SELECT CASE WHEN x.rid IN (SELECT m.resource_id FROM pool_members m
+                                                         WHERE m.pool_id = ANY(pool_ids)) THEN NULL
+                                          ELSE sum(i.q)::integer END
+                              FROM unnest(p_targets, p_pooled, p_quantities) AS i(t, pooled, q)
+                              WHERE i.t = x.rid AND NOT i.pooled) ORDER BY x.n)
+            INTO needs
+            FROM unnest(ids) WITH ORDINALITY AS x(rid, n);
+        END IF;
         -- In a statement after the lock's: its snapshot includes every committed
         -- competitor. Each resource's load is read on its own (`reservation_load`: on
         -- capacity N its load timeline, whatever the number of bookings on the range).
         SELECT array_agg(l.peak ORDER BY x.n), array_agg(l.lapsed ORDER BY x.n)
         INTO live_peak, lapsed
         FROM unnest(ids) WITH ORDINALITY AS x(rid, n)
-        CROSS JOIN LATERAL reservation_load(x.rid, p_start, p_end, p_now) l;
+        CROSS JOIN LATERAL reservation_load(x.rid, p_start, p_end, p_now, NULL, needs[x.n]) l;
         IF pass = 2 AND true = ANY(lapsed) THEN
             outcome := 'general';
             RETURN NEXT;
@@ -845,7 +903,7 @@ BEGIN
     RETURN QUERY
     SELECT false, e.id, e.resource_id, e.owner, e.starts_at, e.ends_at, e.quantity, e.status, e.expires_at,
            e.failure_reason, e.source, e.created_at, e.updated_at, e.metadata, e.acted_by
-    FROM reservation_expire_lapsed(reservation_lapsed_in_way(p_resource, p_start, p_end, p_quantity, p_now), p_now) e;
+    FROM reservation_expire_in_way(p_resource, p_start, p_end, p_quantity, p_now) e;
     RETURN QUERY
     WITH ins AS (
         INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity,
@@ -895,46 +953,6 @@ BEGIN
         jsonb_build_array(jsonb_build_object('resource_id', p_resource_id, 'pool_id', NULL, 'quantity', p_quantity)));
 END
 $$;
-
---
--- Name: reservation_lapsed_in_way(uuid, timestamp with time zone, timestamp with time zone, integer, timestamp with time zone, uuid); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.reservation_lapsed_in_way(p_resource uuid, p_start timestamp with time zone, p_end timestamp with time zone, p_quantity integer, p_now timestamp with time zone, p_except uuid DEFAULT NULL::uuid) RETURNS uuid[]
-    LANGUAGE plpgsql STABLE
-    AS $_$
-DECLARE
-    cap integer;
-    oldest uuid[];
-BEGIN
-    SELECT r.capacity INTO cap FROM resources r WHERE r.id = p_resource;
-    IF cap = 1 THEN
-        RETURN ARRAY(
-            SELECT b.id FROM reservations b
-            WHERE b.resource_id = p_resource AND b.status = 'HELD' AND b.expires_at <= p_now
-              AND b.period && tstzrange(p_start, p_end, '[)') AND b.id IS DISTINCT FROM p_except);
-    END IF;
-    -- The timeline's peak, counting the left-out booking too: an overestimate writes
-    -- down holds that have lapsed anyway, never one that counts.
-    IF (SELECT coalesce(max(l.load), 0) FROM resource_load l
-        WHERE l.resource_id = p_resource AND l.during && tstzrange(p_start, p_end, '[)')) + p_quantity
-       <= cap THEN
-        RETURN '{}';
-    END IF;
-    -- Planned afresh (EXECUTE), with the clock's value, as reservation_load's check: a
-    -- plan kept for any time reads every booking of the range by the period's index.
-    -- Among holds that lapsed at the same instant, any will do.
-    EXECUTE 'SELECT array_agg(o.id) FROM ('
-            '    SELECT b.id, sum(b.quantity) OVER (ORDER BY b.expires_at, b.id) - b.quantity AS before FROM ('
-            '        SELECT h.id, h.quantity, h.expires_at FROM reservations h'
-            '        WHERE h.resource_id = $1 AND h.status = ''HELD'' AND h.resource_capacity IS DISTINCT FROM 1'
-            '          AND h.expires_at <= $2 AND h.period && $3 AND h.id IS DISTINCT FROM $5'
-            '        ORDER BY h.expires_at LIMIT $4) b) o '
-            'WHERE o.before < $4'
-    INTO oldest USING p_resource, p_now, tstzrange(p_start, p_end, '[)'), p_quantity, p_except;
-    RETURN coalesce(oldest, '{}');
-END
-$_$;
 
 --
 -- Name: reservation_load(uuid, timestamp with time zone, timestamp with time zone, timestamp with time zone, uuid, integer); Type: FUNCTION; Schema: public; Owner: -
@@ -1088,8 +1106,7 @@ BEGIN
     RETURN QUERY
     SELECT false, e.id, e.resource_id, e.owner, e.starts_at, e.ends_at, e.quantity, e.status, e.expires_at,
            e.failure_reason, e.source, e.created_at, e.updated_at, e.metadata, e.acted_by
-    FROM reservation_expire_lapsed(reservation_lapsed_in_way(p_resource, p_start, p_end, p_quantity, p_now, p_id),
-                                   p_now) e;
+    FROM reservation_expire_in_way(p_resource, p_start, p_end, p_quantity, p_now, p_id) e;
     RETURN QUERY
     WITH upd AS (
         UPDATE reservations r

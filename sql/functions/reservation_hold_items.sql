@@ -7,7 +7,8 @@
 --
 -- Served here: items whose resources, and every member of whose pools, are local, not
 -- archived and without calendar rules (nor limits), with no lapsed hold over the
--- range (its capacity goes to the waitlist first). Anything else, and a pool that does
+-- range where it may be needed (its capacity goes to the waitlist first): on capacity
+-- N, only where the load timeline has no room for what the booking asks of it. Anything else, and a pool that does
 -- not exist, is the general path's, and the outcome says so having done nothing.
 --
 -- Outcomes (the `outcome` column): `reserved`, one row, the lead's with the booking's
@@ -55,6 +56,10 @@ DECLARE
     -- booking's earlier items take.
     ids uuid[];
     caps integer[];
+    -- What the booking asks of each resource, where that is known before the picks
+    -- (NULL for a pool's member): the load then looks for lapsed holds only where the
+    -- resource's timeline has no room for it.
+    needs integer[];
     live_peak bigint[];
     own bigint[];
     ttl integer;
@@ -125,13 +130,22 @@ BEGIN
                 RETURN;
             END IF;
         END LOOP;
+        IF needs IS NULL AND 1 < ANY(caps) THEN
+            SELECT array_agg((SELECT CASE WHEN x.rid IN (SELECT m.resource_id FROM pool_members m
+                                                         WHERE m.pool_id = ANY(pool_ids)) THEN NULL
+                                          ELSE sum(i.q)::integer END
+                              FROM unnest(p_targets, p_pooled, p_quantities) AS i(t, pooled, q)
+                              WHERE i.t = x.rid AND NOT i.pooled) ORDER BY x.n)
+            INTO needs
+            FROM unnest(ids) WITH ORDINALITY AS x(rid, n);
+        END IF;
         -- In a statement after the lock's: its snapshot includes every committed
         -- competitor. Each resource's load is read on its own (`reservation_load`: on
         -- capacity N its load timeline, whatever the number of bookings on the range).
         SELECT array_agg(l.peak ORDER BY x.n), array_agg(l.lapsed ORDER BY x.n)
         INTO live_peak, lapsed
         FROM unnest(ids) WITH ORDINALITY AS x(rid, n)
-        CROSS JOIN LATERAL reservation_load(x.rid, p_start, p_end, p_now) l;
+        CROSS JOIN LATERAL reservation_load(x.rid, p_start, p_end, p_now, NULL, needs[x.n]) l;
         IF pass = 2 AND true = ANY(lapsed) THEN
             outcome := 'general';
             RETURN NEXT;

@@ -1,5 +1,5 @@
 -- Writes down the lapse of the holds in the new reservation's way (on a single unit,
--- every one over its range; see reservation_lapsed_in_way), then inserts it
+-- every one over its range; see reservation_expire_in_way), then inserts it
 -- only if its quantity fits under the capacity at every instant of its range. Returns
 -- the inserted row (inserted = true) and the holds it expired (inserted = false). The
 -- expiries it writes are the service's own acts (acted_by NULL).
@@ -33,7 +33,7 @@ BEGIN
     RETURN QUERY
     SELECT false, e.id, e.resource_id, e.owner, e.starts_at, e.ends_at, e.quantity, e.status, e.expires_at,
            e.failure_reason, e.source, e.created_at, e.updated_at, e.metadata, e.acted_by
-    FROM reservation_expire_lapsed(reservation_lapsed_in_way(p_resource, p_start, p_end, p_quantity, p_now), p_now) e;
+    FROM reservation_expire_in_way(p_resource, p_start, p_end, p_quantity, p_now) e;
     RETURN QUERY
     WITH ins AS (
         INSERT INTO reservations AS r (id, resource_id, resource_capacity, owner, starts_at, ends_at, quantity,

@@ -4,7 +4,7 @@
 -- (reservation.rescheduled, or reservation.updated when only the metadata changed),
 -- counting the moves in `reschedules`.
 -- Like the insert, it first writes down the lapsed holds in the way of the new range
--- (reservation_lapsed_in_way), in a statement before the update. Returns the moved row (moved = true, absent when it
+-- (reservation_expire_in_way), in a statement before the update. Returns the moved row (moved = true, absent when it
 -- does not fit) and the holds it expired (moved = false). Call it under the resource
 -- lock, holding the reservation's lock.
 CREATE OR REPLACE FUNCTION reservation_move_if_fits(
@@ -22,8 +22,7 @@ BEGIN
     RETURN QUERY
     SELECT false, e.id, e.resource_id, e.owner, e.starts_at, e.ends_at, e.quantity, e.status, e.expires_at,
            e.failure_reason, e.source, e.created_at, e.updated_at, e.metadata, e.acted_by
-    FROM reservation_expire_lapsed(reservation_lapsed_in_way(p_resource, p_start, p_end, p_quantity, p_now, p_id),
-                                   p_now) e;
+    FROM reservation_expire_in_way(p_resource, p_start, p_end, p_quantity, p_now, p_id) e;
     RETURN QUERY
     WITH upd AS (
         UPDATE reservations r

@@ -53,15 +53,12 @@ macro_rules! expire_lapsed_where {
 }
 
 /// Writes down the lapse of the holds in the way of a claim of `$4` units of `[$2, $3)`
-/// on resource `$1` at `$5` (`reservation_lapsed_in_way`: on a single unit every one
-/// over the range; on capacity N, where the load timeline has no room for it, the
-/// oldest whose quantities reach `$4`, however many lapsed), and returns them, for the
-/// hand-over to the waitlist. Run it under the resource lock.
-pub const EXPIRE_LAPSED_IN_WAY: &str = concat!(
-    "SELECT ",
-    columns!(),
-    ", series_id FROM reservation_expire_lapsed(reservation_lapsed_in_way($1, $2, $3, $4, $5), $5)"
-);
+/// on resource `$1` at `$5` (`reservation_expire_in_way`: on a single unit every one
+/// over the range; on capacity N, the oldest over each piece of the load timeline
+/// without room for it, until it has room, however many lapsed), and returns them,
+/// for the hand-over to the waitlist. Run it under the resource lock.
+pub const EXPIRE_LAPSED_IN_WAY: &str =
+    concat!("SELECT ", columns!(), ", series_id FROM reservation_expire_in_way($1, $2, $3, $4, $5)");
 
 /// Writes down the lapse of the holds that overlap a range (`$3` NULL: unbounded), so
 /// that they stop counting for the exclusion constraint too (its predicate cannot know
