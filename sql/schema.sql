@@ -261,6 +261,7 @@ CREATE FUNCTION public.reservation_expire_in_way(p_resource uuid, p_start timest
 DECLARE
     cap integer;
     range tstzrange := tstzrange(p_start, p_end, '[)');
+    left_out record;
     short record;
     oldest uuid[];
 BEGIN
@@ -272,12 +273,18 @@ BEGIN
               AND b.period && range AND b.id IS DISTINCT FROM p_except), p_now);
         RETURN;
     END IF;
+    SELECT x.period, x.quantity INTO left_out FROM reservations x
+    WHERE x.id = p_except AND x.resource_id = p_resource AND x.status IN ('HELD', 'CONFIRMING', 'CONFIRMED');
     LOOP
         -- Each statement sees the pieces as the write-downs before it lowered them.
-        SELECT l.during, l.load + p_quantity - cap AS shortfall INTO short
-        FROM resource_load l
-        WHERE l.resource_id = p_resource AND l.during && range AND l.load + p_quantity > cap
-        ORDER BY l.during LIMIT 1;
+        SELECT s.during, s.shortfall INTO short
+        FROM (SELECT l.during,
+                     l.load - CASE WHEN l.during && left_out.period THEN left_out.quantity ELSE 0 END
+                     + p_quantity - cap AS shortfall
+              FROM resource_load l
+              WHERE l.resource_id = p_resource AND l.during && range) s
+        WHERE s.shortfall > 0
+        ORDER BY s.during LIMIT 1;
         EXIT WHEN NOT FOUND;
         -- Planned afresh (EXECUTE), with the clock's value, as reservation_load's check: a
         -- plan kept for any time reads every booking of the range by the period's index.
@@ -992,7 +999,7 @@ BEGIN
                 'WHERE h.resource_id = $1 AND h.status = ''HELD'' AND h.resource_capacity IS DISTINCT FROM 1 '
                 'AND h.expires_at <= $2 AND h.expires_at > $2 - interval ''7 days'''
         INTO lapsed USING p_resource, p_now, tstzrange(p_start, p_end, '[)'), p_except;
-        IF NOT lapsed THEN
+        IF NOT lapsed OR p_need IS NOT NULL THEN
             RETURN;
         END IF;
     END IF;

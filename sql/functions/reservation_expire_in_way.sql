@@ -7,9 +7,10 @@
 -- each until its status says it lapsed. They cannot overlap one another, so the range
 -- bounds their number.
 --
--- On capacity N, enough that the load timeline has room for the claim, and no more:
--- piece by piece over the range, the first without room has the oldest lapsed holds
--- over it written down until their quantities cover its shortfall; none where it has
+-- On capacity N, enough that the load timeline has room for the claim (the left-out
+-- booking's own quantity aside), and no more: piece by piece over the range, the
+-- first without room has the oldest lapsed holds over it written down until their
+-- quantities cover its shortfall; none where it has
 -- room, however many lapsed (a sold-out event whose holds all lapsed at once). The
 -- timeline counts a lapsed hold until it is written down, and so does a reader of the
 -- events: a claim that fits takes no place whose hold has not been written down
@@ -26,6 +27,7 @@ RETURNS TABLE (
 DECLARE
     cap integer;
     range tstzrange := tstzrange(p_start, p_end, '[)');
+    left_out record;
     short record;
     oldest uuid[];
 BEGIN
@@ -37,12 +39,18 @@ BEGIN
               AND b.period && range AND b.id IS DISTINCT FROM p_except), p_now);
         RETURN;
     END IF;
+    SELECT x.period, x.quantity INTO left_out FROM reservations x
+    WHERE x.id = p_except AND x.resource_id = p_resource AND x.status IN ('HELD', 'CONFIRMING', 'CONFIRMED');
     LOOP
         -- Each statement sees the pieces as the write-downs before it lowered them.
-        SELECT l.during, l.load + p_quantity - cap AS shortfall INTO short
-        FROM resource_load l
-        WHERE l.resource_id = p_resource AND l.during && range AND l.load + p_quantity > cap
-        ORDER BY l.during LIMIT 1;
+        SELECT s.during, s.shortfall INTO short
+        FROM (SELECT l.during,
+                     l.load - CASE WHEN l.during && left_out.period THEN left_out.quantity ELSE 0 END
+                     + p_quantity - cap AS shortfall
+              FROM resource_load l
+              WHERE l.resource_id = p_resource AND l.during && range) s
+        WHERE s.shortfall > 0
+        ORDER BY s.during LIMIT 1;
         EXIT WHEN NOT FOUND;
         -- Planned afresh (EXECUTE), with the clock's value, as reservation_load's check: a
         -- plan kept for any time reads every booking of the range by the period's index.

@@ -7,15 +7,19 @@
 -- piece over the range, less the left-out booking where it counts. Its cost grows with
 -- the distinct boundaries in the range, not with the bookings on it. The pieces count
 -- lapsed holds until they are written down, so their peak is never below the live one.
--- With p_need (the quantity the caller wants to fit), a peak that leaves room for it
--- is the answer as it stands: lapsed holds could only lower it, so they are not looked
--- for and `lapsed` is false (their capacity stays owed to the waitlist, which the
--- sweep or the next request that needs it writes down). Otherwise the pieces answer
--- only when no lapsed hold meets the range (found by the expiry index, without
--- reading live rows); when one does, and on capacity 1 (no pieces: the exclusion
--- constraint judges), the bookings themselves answer, in two steps: one aggregate over
--- the overlapping claims, which is the answer when at most one of them is live (its
--- quantity, or 0); the sweep over their starts and ends only when two or more are.
+-- With p_need (the quantity the caller wants to fit), the pieces always answer. A
+-- peak that leaves room for it is the answer as it stands: lapsed holds could only
+-- lower it, so they are not looked for and `lapsed` is false (their capacity stays
+-- owed to the waitlist, which the sweep or the next request that needs it writes
+-- down). Otherwise `lapsed` tells whether lapsed holds meet the range (found by the
+-- expiry index, without reading live rows): the caller then writes down those in its
+-- way (reservation_expire_in_way) and asks again: a piece that still lacks room then
+-- is full of live claims. Without p_need the pieces answer only when no
+-- lapsed hold meets the range; when one does, and on capacity 1 (no pieces: the
+-- exclusion constraint judges), the bookings themselves answer, in two steps: one
+-- aggregate over the overlapping claims, which is the answer when at most one of them
+-- is live (its quantity, or 0); the sweep over their starts and ends only when two or
+-- more are.
 CREATE OR REPLACE FUNCTION reservation_load(p_resource uuid, p_start timestamptz, p_end timestamptz,
                                             p_now timestamptz, p_except uuid DEFAULT NULL,
                                             p_need integer DEFAULT NULL,
@@ -52,7 +56,7 @@ BEGIN
                 'WHERE h.resource_id = $1 AND h.status = ''HELD'' AND h.resource_capacity IS DISTINCT FROM 1 '
                 'AND h.expires_at <= $2 AND h.expires_at > $2 - interval ''7 days'''
         INTO lapsed USING p_resource, p_now, tstzrange(p_start, p_end, '[)'), p_except;
-        IF NOT lapsed THEN
+        IF NOT lapsed OR p_need IS NOT NULL THEN
             RETURN;
         END IF;
     END IF;

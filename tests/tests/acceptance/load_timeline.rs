@@ -160,6 +160,35 @@ async fn a_claim_writes_down_the_lapsed_holds_where_the_timeline_lacks_room_and_
     assert_eq!(over_capacity(&db, clock.now()).await, 0);
 }
 
+/// A move is judged without the booking it moves, and so is what stands in its way: a
+/// piece full only with the booking itself does not stop the write-down of the lapsed
+/// holds on the piece beyond it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_writes_down_the_lapsed_hold_beyond_the_hour_its_own_booking_fills() {
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let app = TestApp::spawn_with_clock(clock.clone()).await;
+    let pair = app.resource_with(short_lived(2, TTL, 8)).await;
+    let lapsing = app.hold("lee", pair, 11, 12).await;
+    let mut confirmed = Vec::new();
+    for (who, from) in [("ann", 10), ("bob", 10), ("cy", 11)] {
+        let r = app.hold(who, pair, from, from + 1).await;
+        assert_eq!(app.confirm(who, &r["id"]).await.0, StatusCode::OK);
+        confirmed.push(r);
+    }
+    clock.advance(Duration::seconds(TTL + 1));
+
+    let (start, end) = hours(10, 12);
+    let (status, moved) =
+        send(app.patch("ann", &reservation_path(&confirmed[0]["id"]), &json!({"start": start, "end": end}))).await;
+    assert_eq!(status, StatusCode::OK, "{moved}");
+    let lee = Uuid::parse_str(lapsing["id"].as_str().unwrap()).unwrap();
+    assert_eq!(app.count("SELECT count(*) FROM reservations WHERE id = $1 AND status = 'HELD'", &[&lee]).await, 0);
+    assert_eq!(app.count("SELECT max(load) FROM resource_load WHERE resource_id = $1", &[&pair]).await, 2);
+    let db = app.db().await;
+    assert_eq!(load_timeline_mismatches(&db).await, 0);
+    assert_eq!(over_capacity(&db, clock.now()).await, 0);
+}
+
 /// The same for a booking of several items: each resource's timeline with room for
 /// what the booking asks of it, the booking is made in its one statement, and the
 /// lapsed holds on its range are the sweep's.
