@@ -8,8 +8,9 @@
 -- Served here: items whose resources, and every member of whose pools, are local, not
 -- archived and without calendar rules (nor limits), with no lapsed hold over the
 -- range where it may be needed (its capacity goes to the waitlist first): on capacity
--- N, only where the load timeline has no room for what the booking asks of it. Anything else, and a pool that does
--- not exist, is the general path's, and the outcome says so having done nothing.
+-- N, only where the load timeline has no room for what the booking asks of it.
+-- Anything else, and a pool that does not exist, is the general path's, and the
+-- outcome says so having done nothing.
 --
 -- Outcomes (the `outcome` column): `reserved`, one row, the lead's with the booking's
 -- `items`; `unavailable`, one row per item that did not fit (its place, from 0, in
