@@ -609,8 +609,8 @@ BEGIN
         -- nothing more to count. Without buffers of its own (kept = range) only a
         -- booking whose kept range is wider than its period can break that, and the
         -- partial index of those (`reservations_kept_wider_idx`) finds it without
-        -- reading the bookings on the range (a big event with rules). Otherwise the general path
-        -- refuses what does not fit, with its own answer.
+        -- reading the bookings on the range (a big event with rules). Otherwise the
+        -- general path refuses what does not fit, with its own answer.
         IF res.has_calendar_rules THEN
             -- Two statements, each planned on its own: one expression holding both
             -- would be planned whole for every hold.
@@ -918,7 +918,8 @@ BEGIN
                                        metadata, acted_by, booking_id, item, pool_id)
         SELECT p_id, p_resource, p_capacity, p_owner, p_start, p_end, p_quantity, p_status, p_expires_at,
                p_failure_reason, p_source, p_now, p_now, p_metadata, p_acted_by, p_booking_id, p_item, p_pool_id
-        WHERE (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now, NULL, p_quantity) l) + p_quantity <= p_capacity
+        WHERE (SELECT l.peak FROM reservation_load(p_resource, p_start, p_end, p_now, NULL, p_quantity) l)
+              + p_quantity <= p_capacity
         RETURNING r.id, r.resource_id, r.owner, r.starts_at, r.ends_at, r.quantity, r.status::text, r.expires_at,
                   r.failure_reason::text, r.source::text, r.created_at, r.updated_at, r.metadata::jsonb, r.acted_by
     ), ev AS (

@@ -10,12 +10,12 @@
 -- On capacity N, enough that the load timeline has room for the claim (the left-out
 -- booking's own quantity aside), and no more: piece by piece over the range, the
 -- first without room has the oldest lapsed holds over it written down until their
--- quantities cover its shortfall; none where it has
--- room, however many lapsed (a sold-out event whose holds all lapsed at once). The
--- timeline counts a lapsed hold until it is written down, and so does a reader of the
--- events: a claim that fits takes no place whose hold has not been written down
--- before it. A piece without room and without a lapsed hold over it is full of live
--- claims: the claim cannot fit, and the write-down stops there.
+-- quantities cover its shortfall; none where it has room, however many lapsed (a
+-- sold-out event whose holds all lapsed at once). The timeline counts a lapsed hold
+-- until it is written down, and so does a reader of the events: a claim that fits
+-- takes no place whose hold has not been written down before it. A piece without room
+-- and without a lapsed hold over it is full of live claims: the claim cannot fit, and
+-- the write-down stops there.
 CREATE OR REPLACE FUNCTION reservation_expire_in_way(p_resource uuid, p_start timestamptz, p_end timestamptz,
                                                      p_quantity integer, p_now timestamptz,
                                                      p_except uuid DEFAULT NULL)

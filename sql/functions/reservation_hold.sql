@@ -301,8 +301,8 @@ BEGIN
         -- nothing more to count. Without buffers of its own (kept = range) only a
         -- booking whose kept range is wider than its period can break that, and the
         -- partial index of those (`reservations_kept_wider_idx`) finds it without
-        -- reading the bookings on the range (a big event with rules). Otherwise the general path
-        -- refuses what does not fit, with its own answer.
+        -- reading the bookings on the range (a big event with rules). Otherwise the
+        -- general path refuses what does not fit, with its own answer.
         IF res.has_calendar_rules THEN
             -- Two statements, each planned on its own: one expression holding both
             -- would be planned whole for every hold.
