@@ -56,6 +56,8 @@ DECLARE
     -- place: capacity, the peak of the live claims over the range, and what this
     -- booking's earlier items take.
     ids uuid[];
+    -- The pools' members among them.
+    members uuid[];
     caps integer[];
     -- What the booking asks of each resource, where that is known before the picks
     -- (NULL for a pool's member): the load then looks for lapsed holds only where the
@@ -88,11 +90,12 @@ BEGIN
             RETURN NEXT;
             RETURN;
         END IF;
+        SELECT array_agg(m.resource_id) INTO members FROM pool_members m WHERE m.pool_id = ANY(pool_ids);
     END IF;
     SELECT array_agg(DISTINCT every.r ORDER BY every.r) INTO ids FROM (
         SELECT i.t AS r FROM unnest(p_targets, p_pooled) AS i(t, pooled) WHERE NOT i.pooled
         UNION ALL
-        SELECT m.resource_id FROM pool_members m WHERE m.pool_id = ANY(pool_ids)) every;
+        SELECT unnest(members)) every;
 
     -- The locks at once when nobody holds them: nobody is ahead to lose to, so the look
     -- is not needed. (A lock refused undoes the ones granted with it.)
@@ -132,9 +135,7 @@ BEGIN
             END IF;
         END LOOP;
         IF needs IS NULL AND 1 < ANY(caps) THEN
-            SELECT array_agg((SELECT CASE WHEN x.rid IN (SELECT m.resource_id FROM pool_members m
-                                                         WHERE m.pool_id = ANY(pool_ids)) THEN NULL
-                                          ELSE sum(i.q)::integer END
+            SELECT array_agg((SELECT CASE WHEN x.rid = ANY(members) THEN NULL ELSE sum(i.q)::integer END
                               FROM unnest(p_targets, p_pooled, p_quantities) AS i(t, pooled, q)
                               WHERE i.t = x.rid AND NOT i.pooled) ORDER BY x.n)
             INTO needs
