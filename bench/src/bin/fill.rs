@@ -5,14 +5,17 @@
 //!
 //! A resource of capacity N gets N holds of one range, quantity 1, each by a principal
 //! of its own, from 32 connections; then N/5 more requests (at least 100), which must
-//! all be refused (sold out); then the slots read of the day. Printed:
+//! all be refused (sold out); then the slots and availability reads of the day. Printed:
 //!
 //! - the rate of each block of N/10 holds and the last block's over the first's (goal:
 //!   at least 80 %: a hold's cost does not grow with the holds already made);
 //! - the fill's rate against the serialized baseline (e): lock one row, insert one row,
 //!   commit, at the same concurrency (goal: at least 60 %);
 //! - the sold-out refusals' rate against the fill's (goal: at least as fast);
-//! - the slots read's p95 over 200 reads of the day (goal: at most 20 ms).
+//! - the slots read's p95 over 200 reads of the day (goal: at most 20 ms);
+//! - the availability read's p95 over 20 reads of the day, and its answer's size (its
+//!   first page of claims), then the time to read every page once (each booking must
+//!   be listed exactly once).
 //!
 //! Then the same for a resource of a fifth of N with calendar rules (a notice of one
 //! minute: the hold then also judges the ranges the bookings keep), and for one of
@@ -49,6 +52,7 @@ const LAST_OVER_FIRST_GOAL: f64 = 0.8;
 const OF_SERIALIZED_GOAL: f64 = 0.6;
 const SLOTS_P95_GOAL_MS: f64 = 20.0;
 const SLOTS_READS: usize = 200;
+const AVAILABILITY_READS: usize = 20;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -127,7 +131,7 @@ struct Hall {
     what: &'static str,
 }
 
-/// Fills one resource, then asks for a fifth more, then reads its slots.
+/// Fills one resource, then asks for a fifth more, then reads its slots and availability.
 async fn fill(
     http: &reqwest::Client,
     base: &str,
@@ -181,36 +185,67 @@ async fn fill(
         verdict(refused_rate >= fill_rate, "goal: at least as fast as the fill")
     );
 
-    // The slots read of the day.
-    let mut samples = Vec::with_capacity(SLOTS_READS);
-    let slots = format!(
-        "{base}/v1/resources/{resource}/slots?from={}&to={}&duration=PT4H&quantity=1",
-        day.and_hms_opt(0, 0, 0).unwrap().and_utc().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        (day + chrono::Days::new(1))
-            .and_hms_opt(0, 0, 0)
-            .unwrap()
-            .and_utc()
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    // The reads of the day: its slots, and its availability (the free pieces, and the
+    // bookings a page at a time).
+    let (midnight, next) = (day.and_hms_opt(0, 0, 0).unwrap().and_utc(), (day + chrono::Days::new(1)));
+    let window = format!(
+        "from={}&to={}",
+        midnight.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        next.and_hms_opt(0, 0, 0).unwrap().and_utc().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     );
-    let mut slot_failures = 0;
-    for _ in 0..SLOTS_READS {
-        let at = Instant::now();
-        let answer = http.get(&slots).header("x-principal", "reader").send().await;
-        samples.push(at.elapsed());
-        if !matches!(answer, Ok(ref r) if r.status() == 200) {
-            slot_failures += 1;
-        }
-    }
-    let summary = Summary::of(samples).expect("some reads");
+    let slots = read_repeatedly(
+        http,
+        &format!("{base}/v1/resources/{resource}/slots?{window}&duration=PT4H&quantity=1"),
+        SLOTS_READS,
+    )
+    .await;
     println!(
         "  the day's slots read, {SLOTS_READS} times: p50 {} p95 {} ({})",
-        ms(summary.p50),
-        ms(summary.p95),
+        ms(slots.summary.p50),
+        ms(slots.summary.p95),
         verdict(
-            summary.p95.as_secs_f64() * 1000.0 <= SLOTS_P95_GOAL_MS,
+            slots.summary.p95.as_secs_f64() * 1000.0 <= SLOTS_P95_GOAL_MS,
             &format!("goal: at most {SLOTS_P95_GOAL_MS} ms")
         )
     );
+    let availability =
+        read_repeatedly(http, &format!("{base}/v1/resources/{resource}/availability?{window}"), AVAILABILITY_READS)
+            .await;
+    println!(
+        "  the day's availability read, {AVAILABILITY_READS} times: p50 {} p95 {}, {:.2} MB an answer",
+        ms(availability.summary.p50),
+        ms(availability.summary.p95),
+        availability.bytes as f64 / AVAILABILITY_READS as f64 / 1e6,
+    );
+    // Every page of the claims, once: each booking listed exactly once.
+    let (at, mut listed, mut pages, mut cursor) = (Instant::now(), 0u64, 0, None::<String>);
+    let claims = format!("{base}/v1/resources/{resource}/availability?{window}");
+    let mut page_failures = 0;
+    loop {
+        let mut ask = http.get(&claims).header("x-principal", "reader");
+        if let Some(c) = &cursor {
+            ask = ask.query(&[("cursor", c)]);
+        }
+        let page: serde_json::Value = match ask.send().await {
+            Ok(r) if r.status() == 200 => r.json().await?,
+            _ => {
+                page_failures += 1;
+                break;
+            }
+        };
+        pages += 1;
+        listed += page["taken"].as_array().map_or(0, |t| t.len() as u64);
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    println!("  every claim by availability's pages: {listed} claims in {pages} answers, {} in all", ms(at.elapsed()));
+    if listed != won {
+        println!("FAIL: the pages listed {listed} claims of {won}");
+        page_failures += 1;
+    }
+    let slot_failures = slots.failures + availability.failures + page_failures;
 
     let mut correct = true;
     if won != capacity || fill.refused + fill.other > 0 {
@@ -218,10 +253,7 @@ async fn fill(
         correct = false;
     }
     if late.created + late.other > 0 || slot_failures > 0 {
-        println!(
-            "FAIL: {} sold-out requests not refused, {slot_failures} slots reads failed",
-            late.created + late.other
-        );
+        println!("FAIL: {} sold-out requests not refused, {slot_failures} reads failed", late.created + late.other);
         correct = false;
     }
     let check = bench::capacity::check(db).await?;
@@ -239,6 +271,33 @@ async fn fill(
         println!("  (this server's schema has no load timeline)");
     }
     Ok(correct)
+}
+
+/// What [`read_repeatedly`] saw.
+struct Reads {
+    summary: Summary,
+    /// Answers other than a 200 whose body could be read.
+    failures: usize,
+    /// The bodies' bytes, all reads together.
+    bytes: usize,
+}
+
+/// Reads `url` `times` times, one after the other, timing each until its body is in.
+async fn read_repeatedly(http: &reqwest::Client, url: &str, times: usize) -> Reads {
+    let (mut samples, mut failures, mut bytes) = (Vec::with_capacity(times), 0, 0);
+    for _ in 0..times {
+        let at = Instant::now();
+        let body = match http.get(url).header("x-principal", "reader").send().await {
+            Ok(r) if r.status() == 200 => r.bytes().await.ok(),
+            _ => None,
+        };
+        samples.push(at.elapsed());
+        match body {
+            Some(b) => bytes += b.len(),
+            None => failures += 1,
+        }
+    }
+    Reads { summary: Summary::of(samples).expect("some reads"), failures, bytes }
 }
 
 /// What [`send_holds`] got back.
