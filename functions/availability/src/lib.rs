@@ -125,14 +125,15 @@ async fn calendar_read(
     let reply = match matched.spec.op {
         Op::GetAvailability => {
             let id = matched.id(ApiError::ResourceNotFound)?;
-            let (from, to) = window(req)?;
-            booking::check_window(from, to, state.config.max_availability_window)?;
+            let ask = availability_query(req)?;
+            booking::check_window(ask.from, ask.to, state.config.max_availability_window)?;
             let resource = booking::get_resource(&state.pool.get().await?, id).await?;
-            let external = external_view(state, &resource, from, to).await?;
+            let external = external_view(state, &resource, ask.from, ask.to).await?;
             let client = state.pool.get().await?;
+            let key = state.cursor_key(&client).await?;
             Reply::json(
                 StatusCode::OK,
-                &booking::availability(&client, &resource, from, to, external.as_deref(), now).await?,
+                &booking::availability(&client, key, &resource, &ask, external.as_deref(), now).await?,
             )
         }
         Op::GetSlots => {
@@ -310,6 +311,34 @@ async fn read_slots(
 
 /// `from`, `to`, `duration` (ISO 8601, such as `PT1H` or `PT30M`), `quantity`
 /// (default 1) and `unavailable` (`true` or `false`, the default) of a slots read.
+/// An availability read's query: the window, and `limit` (1 to [`booking::MAX_TAKEN`],
+/// default the most) and `cursor` for the page of `taken`.
+fn availability_query(req: &Request) -> Result<booking::AvailabilityRequest, ApiError> {
+    let window = window(req);
+    let mut errors = match &window {
+        Err(ApiError::Validation(errors)) => errors.clone(),
+        _ => Vec::new(),
+    };
+    let limit = match query_param(req, "limit") {
+        None => Some(booking::MAX_TAKEN),
+        Some(raw) => match raw.parse::<i64>() {
+            Ok(n) if (1..=booking::MAX_TAKEN).contains(&n) => Some(n),
+            _ => {
+                let message = format!("must be an integer from 1 to {}", booking::MAX_TAKEN);
+                errors.push(shared::domain::FieldError::new("limit", message));
+                None
+            }
+        },
+    };
+    match (window, limit) {
+        (Ok((from, to)), Some(limit)) if errors.is_empty() => {
+            let page = booking::PageRequest { limit, cursor: query_param(req, "cursor") };
+            Ok(booking::AvailabilityRequest { from, to, page })
+        }
+        _ => Err(ApiError::Validation(errors)),
+    }
+}
+
 fn slots_query(req: &Request) -> Result<(booking::SlotsRequest, Listed), ApiError> {
     let window = window(req);
     let mut errors = match &window {

@@ -1,14 +1,17 @@
 //! Reading what is taken and what is free, and reading one reservation.
 
+use super::cursor::{self, CursorKey, Position, Scope};
+use super::lists::{PageRequest, cut};
 use super::{BookingError, invalid};
-use crate::db::{GenericClient, reservations};
+use crate::db::GenericClient;
+use crate::db::reservations::{self, CalendarPosition};
 use crate::domain::calendar::{Reason, Slot, SlotQuery, Starts, Unavailable};
 use crate::domain::{
     Authority, Claim, FieldError, FreePiece, Limits, Principal, Reservation, Resource, Status, judge_limits,
     limits_reach,
 };
 use crate::upstream::Block;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -58,6 +61,20 @@ pub struct Availability {
     pub to: DateTime<Utc>,
     pub taken: Vec<Taken>,
     pub free: Vec<FreePiece>,
+    /// The cursor of the next page of `taken`; `None` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// How many claims one availability answer lists, at most and by default: a page of
+/// them (about 0.7 MB) stays far below the 6 MB a Lambda function may answer.
+pub const MAX_TAKEN: i64 = 5_000;
+
+/// What an availability read asks for: the window, and which page of its claims.
+#[derive(Debug, Clone)]
+pub struct AvailabilityRequest {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub page: PageRequest,
 }
 
 /// Checks an availability window before anything is read.
@@ -71,45 +88,69 @@ pub fn check_window(from: DateTime<Utc>, to: DateTime<Utc>, max_window: Duration
     Ok(())
 }
 
-/// What is taken and what is free in `[from, to)`. For an upstream resource, `external`
+/// What is taken and what is free in `[from, to)`. `taken` comes a page at a time, in
+/// calendar order (start, end, then id: keyset, so a claim made between two pages never
+/// shifts them); `free` is whole on every page. For an upstream resource, `external`
 /// is the upstream's view (through the cache); without it the answer is refused, as no
 /// view of the system of record could be had.
 pub async fn availability(
     c: &impl GenericClient,
+    key: &CursorKey,
     resource: &Resource,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
+    req: &AvailabilityRequest,
     external: Option<&[Block]>,
     now: DateTime<Utc>,
 ) -> Result<Availability, BookingError> {
+    let (from, to) = (req.from, req.to);
     let external = match (resource.authority, external) {
         (Authority::Upstream, None) => return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 5 }),
         (_, e) => e.unwrap_or(&[]),
     };
-    let active = reservations::active_in_window(c, resource.id, from, to, now).await?;
-    // Bookings just outside the window still reach into it with their buffers.
-    let mut claims = super::calendar::kept_around(c, resource, from, to, now).await?;
-    let mut taken: Vec<Taken> = active
+    let text = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Micros, true);
+    let scope = Scope::new("availability")
+        .field("resource_id", &resource.id.to_string())
+        .field("from", &text(from))
+        .field("to", &text(to));
+    let after = match req.page.cursor.as_deref().map(|c| cursor::decode(key, &scope, c)) {
+        None => None,
+        Some(Some(Position::Span { start, end, id })) => Some((start, end, id)),
+        Some(_) => return Err(BookingError::InvalidCursor),
+    };
+    let window = (from, to);
+    let active = reservations::active_in_window_after(c, resource.id, window, after, Some(req.page.limit + 1), now);
+    let mut listed: Vec<(CalendarPosition, Taken)> = active
+        .await?
         .iter()
-        .map(|r| Taken {
-            start: r.start,
-            end: r.end,
-            quantity: r.quantity,
-            status: TakenStatus::Local(r.status),
-            expires_at: if r.status == Status::Held { r.expires_at } else { None },
+        .map(|r| {
+            let status = TakenStatus::Local(r.status);
+            let expires_at = if r.status == Status::Held { r.expires_at } else { None };
+            ((r.start, r.end, r.id), Taken { start: r.start, end: r.end, quantity: r.quantity, status, expires_at })
         })
         .collect();
-    // Our own confirmed bookings are in the upstream's view too: list each claim once.
-    let ours = |b: &Block| active.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
-    for b in external.iter().filter(|b| b.start < to && b.end > from && !ours(b)) {
-        taken.push(Taken { start: b.start, end: b.end, quantity: 1, status: TakenStatus::External, expires_at: None });
+    // The upstream's claims, each once: our own confirmed bookings are in its view too
+    // (an upstream seat is a single unit, so the window holds few of them).
+    let mut blocks: Vec<&Block> = Vec::new();
+    if !external.is_empty() {
+        let ours = reservations::active_in_window(c, resource.id, from, to, now).await?;
+        let ours = |b: &Block| ours.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
+        blocks = external.iter().filter(|b| b.start < to && b.end > from && !ours(b)).collect();
+        blocks.sort_by_key(|b| (b.start, b.end));
+        blocks.dedup_by_key(|b| (b.start, b.end));
     }
-    taken.sort_by_key(|t| (t.start, t.end));
-    claims.extend(taken.iter().filter(|t| t.status == TakenStatus::External).map(|t| Claim {
-        start: t.start,
-        end: t.end,
-        quantity: t.quantity.into(),
-    }));
+    for b in &blocks {
+        let at = (b.start, b.end, Uuid::nil());
+        if after.is_none_or(|a| at > a) {
+            let status = TakenStatus::External;
+            listed.push((at, Taken { start: b.start, end: b.end, quantity: 1, status, expires_at: None }));
+        }
+    }
+    listed.sort_by_key(|(at, _)| *at);
+    let page = cut(listed, req.page.limit, |&((start, end, id), _)| Position::Span { start, end, id }, key, &scope);
+    // What `free` is judged by: the ranges kept around the window (bookings just outside
+    // it still reach into it with their buffers), or on a big event the load timeline,
+    // as the slots read does; and the upstream's claims.
+    let mut claims = super::calendar::claims_around(c, resource, from, to, now).await?.kept;
+    claims.extend(blocks.iter().map(|b| Claim { start: b.start, end: b.end, quantity: 1 }));
     Ok(Availability {
         resource_id: resource.id,
         capacity: resource.capacity,
@@ -117,7 +158,8 @@ pub async fn availability(
         to,
         // After the hours, the exceptions and the buffers.
         free: resource.calendar.free(from, to, resource.capacity.into(), &claims),
-        taken,
+        taken: page.items.into_iter().map(|(_, taken)| taken).collect(),
+        next_cursor: page.next_cursor,
     })
 }
 

@@ -7,8 +7,9 @@
 //! from another list, another principal's list or another filter set fails the check;
 //! one that passes names a position this service wrote itself.
 //!
-//! The position is not secret (it is the last item's `created_at` and id, or a queue
-//! sequence number, all of which the page showed), so it is signed, not encrypted.
+//! The position is not secret (it is the last item's `created_at` and id, a queue
+//! sequence number, or a claim's times and id, all of which the page showed), so it is
+//! signed, not encrypted.
 
 use chrono::{DateTime, Utc};
 use hmac::{Hmac, KeyInit, Mac};
@@ -68,6 +69,9 @@ pub enum Position {
     Newest { created_at: DateTime<Utc>, id: Uuid },
     /// A queue: the last entry's sequence number.
     Seq(i64),
+    /// A calendar's claims in time order: the last one's `(start, end, id)` (the nil id
+    /// for an upstream's claim, which has none of its own).
+    Span { start: DateTime<Utc>, end: DateTime<Utc>, id: Uuid },
 }
 
 impl Position {
@@ -79,6 +83,12 @@ impl Position {
                 out
             }
             Position::Seq(seq) => seq.to_be_bytes().to_vec(),
+            Position::Span { start, end, id } => {
+                let mut out = start.timestamp_micros().to_be_bytes().to_vec();
+                out.extend_from_slice(&end.timestamp_micros().to_be_bytes());
+                out.extend_from_slice(id.as_bytes());
+                out
+            }
         }
     }
 
@@ -92,6 +102,14 @@ impl Position {
                 })
             }
             8 => Some(Position::Seq(i64::from_be_bytes(bytes.try_into().ok()?))),
+            32 => {
+                let micros = |at: &[u8]| at.try_into().ok().map(i64::from_be_bytes);
+                Some(Position::Span {
+                    start: DateTime::from_timestamp_micros(micros(&bytes[..8])?)?,
+                    end: DateTime::from_timestamp_micros(micros(&bytes[8..16])?)?,
+                    id: Uuid::from_slice(&bytes[16..]).ok()?,
+                })
+            }
             _ => None,
         }
     }
@@ -182,6 +200,9 @@ mod tests {
         assert_eq!(decode(&key(7), &scope, &cursor), Some(newest()));
         let seq = encode(&key(7), &scope, Position::Seq(42));
         assert_eq!(decode(&key(7), &scope, &seq), Some(Position::Seq(42)));
+        let at = |micros| DateTime::from_timestamp_micros(micros).unwrap();
+        let span = Position::Span { start: at(1_800_000_000_000_000), end: at(1_800_003_600_000_001), id: Uuid::nil() };
+        assert_eq!(decode(&key(7), &scope, &encode(&key(7), &scope, span)), Some(span));
     }
 
     #[test]

@@ -222,7 +222,13 @@ fn newest_position(
 
 /// A page from `limit + 1` rows: the extra row only tells that another page follows,
 /// whose cursor is the position of this page's last item.
-fn cut<T>(mut rows: Vec<T>, limit: i64, position: impl Fn(&T) -> Position, key: &CursorKey, scope: &Scope) -> Page<T> {
+pub(super) fn cut<T>(
+    mut rows: Vec<T>,
+    limit: i64,
+    position: impl Fn(&T) -> Position,
+    key: &CursorKey,
+    scope: &Scope,
+) -> Page<T> {
     let limit = usize::try_from(limit).unwrap_or(0);
     let more = rows.len() > limit;
     rows.truncate(limit);

@@ -75,7 +75,8 @@ mod webhooks;
 
 pub use crate::db::hold::Confirmation;
 pub use availability::{
-    Availability, SlotsRequest, Taken, TakenStatus, availability, check_window, get_reservation, slots,
+    Availability, AvailabilityRequest, MAX_TAKEN, SlotsRequest, Taken, TakenStatus, availability, check_window,
+    get_reservation, slots,
 };
 pub use confirm::{Confirmed, confirm};
 pub use cursor::CursorKey;

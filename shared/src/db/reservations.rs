@@ -240,7 +240,8 @@ pub const RESOURCES_OF_BOOKING: &str =
 pub const ITEMS_OF_BOOKING: &str =
     concat!("SELECT ", columns!(), ", pool_id FROM reservations WHERE booking_id = $1 ORDER BY item");
 
-/// What occupies a window: active, unlapsed reservations, in calendar order.
+/// What occupies a window: active, unlapsed reservations, in calendar order; those
+/// after `($5, $6, $7)` in that order when it is given, at most `$8` (none: all).
 pub const ACTIVE_IN_WINDOW: &str = concat!(
     "SELECT ",
     columns!(),
@@ -249,7 +250,9 @@ pub const ACTIVE_IN_WINDOW: &str = concat!(
     WHERE resource_id = $1 AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
       AND period && tstzrange($2, $3, '[)')
       AND NOT (status = 'HELD' AND expires_at <= $4)
-    ORDER BY starts_at, ends_at, id"#
+      AND ($5::timestamptz IS NULL OR (starts_at, ends_at, id) > ($5, $6::timestamptz, $7::uuid))
+    ORDER BY starts_at, ends_at, id
+    LIMIT $8"#
 );
 
 /// The active bookings (lapsed holds left out) whose kept range (`buffered`)
@@ -622,7 +625,29 @@ pub async fn active_in_window(
     to: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Reservation>, DbError> {
-    c.rows(ACTIVE_IN_WINDOW, &[&resource_id, &from, &to, &now]).await?.iter().map(from_row).collect()
+    active_in_window_after(c, resource_id, (from, to), None, None, now).await
+}
+
+/// Where a page of [`active_in_window_after`] goes on from: the last row's start, end
+/// and id.
+pub type CalendarPosition = (DateTime<Utc>, DateTime<Utc>, Uuid);
+
+/// The active reservations of a window after `after` in calendar order, at most
+/// `limit` of them.
+pub async fn active_in_window_after(
+    c: &impl GenericClient,
+    resource_id: Uuid,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    after: Option<CalendarPosition>,
+    limit: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Reservation>, DbError> {
+    let (start, end, id) = (after.map(|a| a.0), after.map(|a| a.1), after.map(|a| a.2));
+    c.rows(ACTIVE_IN_WINDOW, &[&resource_id, &from, &to, &now, &start, &end, &id, &limit])
+        .await?
+        .iter()
+        .map(from_row)
+        .collect()
 }
 
 impl Reservation {

@@ -180,6 +180,87 @@ async fn availability_forgets_lapsed_holds_at_once() {
     assert_eq!(a["free"], json!([{"start": from, "end": to, "remaining": 1}]));
 }
 
+/// One availability read of 9:00-14:00 of the test day, with `extra` query pairs.
+async fn read_availability(app: &TestApp, resource: Uuid, extra: &[(&str, &str)]) -> (StatusCode, Value) {
+    let (from, to) = hours(9, 14);
+    let mut query = vec![("from", from.as_str()), ("to", to.as_str())];
+    query.extend_from_slice(extra);
+    send(app.get("dave", &format!("/v1/resources/{resource}/availability")).query(&query)).await
+}
+
+#[tokio::test]
+async fn availability_lists_the_claims_a_page_at_a_time_in_calendar_order_with_free_whole_on_each() {
+    let app = TestApp::spawn().await;
+    let hall = app.resource(20).await;
+    let range = |from, to| hours(from, to);
+    // Five claims of one range (told apart by their quantities), one before, one after.
+    for (who, (from, to), quantity) in [
+        ("ann", range(10, 12), 1),
+        ("bob", range(10, 12), 2),
+        ("cat", range(9, 11), 1),
+        ("dan", range(10, 12), 3),
+        ("eve", range(11, 13), 1),
+        ("fay", range(10, 12), 4),
+        ("gus", range(10, 12), 5),
+    ] {
+        let (status, body) = app.reserve(who, hall, (&from, &to), quantity).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let (status, whole) = read_availability(&app, hall, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{whole}");
+    assert_eq!(whole["next_cursor"], Value::Null, "one page holds them all by default");
+    let claim = |t: &Value| (t["start"].as_str().unwrap().to_string(), t["quantity"].as_i64().unwrap());
+    let listed: Vec<_> = whole["taken"].as_array().unwrap().iter().map(claim).collect();
+    let at = |h: i64| hours(h, h + 1).0;
+    assert_eq!(
+        listed,
+        [(at(9), 1), (at(10), 1), (at(10), 2), (at(10), 3), (at(10), 4), (at(10), 5), (at(11), 1)],
+        "by start, then end, then in the order they were made"
+    );
+
+    // Pages of three. A claim made between two pages, before where the first ended,
+    // neither shifts nor repeats what follows.
+    let mut paged = Vec::new();
+    let mut cursor: Option<String> = None;
+    for page in 0.. {
+        let limit = [("limit", "3")];
+        let (status, body) = match &cursor {
+            None => read_availability(&app, hall, &limit).await,
+            Some(c) => read_availability(&app, hall, &[limit[0], ("cursor", c.as_str())]).await,
+        };
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let now_whole = read_availability(&app, hall, &[]).await.1;
+        assert_eq!(body["free"], now_whole["free"], "page {page}: free is whole on every page");
+        paged.extend(body["taken"].as_array().unwrap().iter().map(claim));
+        if page == 0 {
+            let (status, body) = app.reserve("hal", hall, (&at(9), &at(10)), 6).await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+        }
+        match body["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(paged, listed);
+
+    // A cursor is this resource's and this window's; a limit is 1 to 5000.
+    let first = read_availability(&app, hall, &[("limit", "1")]).await.1;
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let (from, to) = hours(9, 15);
+    let (status, problem) = send(app.get("dave", &format!("/v1/resources/{hall}/availability")).query(&[
+        ("from", from.as_str()),
+        ("to", to.as_str()),
+        ("cursor", cursor),
+    ]))
+    .await;
+    assert_eq!((status, slug(&problem)), (StatusCode::BAD_REQUEST, "invalid-cursor"));
+    for limit in ["0", "5001", "many"] {
+        let (status, problem) = read_availability(&app, hall, &[("limit", limit)]).await;
+        assert_eq!((status, slug(&problem)), (StatusCode::BAD_REQUEST, "validation-error"), "limit={limit}");
+        assert_eq!(problem["errors"][0]["field"], "limit");
+    }
+}
+
 #[tokio::test]
 async fn resources_are_made_by_admins_and_read_by_anyone() {
     let app = TestApp::spawn().await;

@@ -7,7 +7,7 @@
 use acceptance::{
     TestApp, hours, load_timeline_mismatches, over_capacity, reservation_path, send, short_lived, split_bookings,
 };
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::Clock;
@@ -396,8 +396,64 @@ async fn hourly_slots_by_the_bookings(
     starts
 }
 
+/// A free piece of an availability answer: `(start, end, remaining)`.
+type FreePiece = (DateTime<Utc>, DateTime<Utc>, i64);
+
+/// The free pieces from 8:00 to 14:00 of the test day as an availability read answers them.
+async fn availability_free(app: &TestApp, resource: Uuid) -> Vec<FreePiece> {
+    let (from, to) = hours(8, 14);
+    let path = format!("/v1/resources/{resource}/availability?from={from}&to={to}");
+    let (status, body) = send(app.get("reader", &path)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let at = |v: &Value| v.as_str().unwrap().parse::<DateTime<Utc>>().unwrap();
+    body["free"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (at(&f["start"]), at(&f["end"]), f["remaining"].as_i64().unwrap()))
+        .collect()
+}
+
+/// The same pieces recomputed from the rows of the bookings live at `now`: the window
+/// cut at every start and end, each part's remaining places, equal neighbours joined.
+async fn free_by_the_bookings(app: &TestApp, resource: Uuid, now: DateTime<Utc>) -> Vec<FreePiece> {
+    let (from, to) = hours(8, 14);
+    let (from, to): (DateTime<Utc>, DateTime<Utc>) = (from.parse().unwrap(), to.parse().unwrap());
+    let db = app.db().await;
+    let capacity: i32 =
+        db.query_one("SELECT capacity FROM resources WHERE id = $1", &[&resource]).await.unwrap().get(0);
+    let live: Vec<(DateTime<Utc>, DateTime<Utc>, i64)> = db
+        .query(
+            "SELECT greatest(starts_at, $2), least(ends_at, $3), quantity::bigint
+             FROM reservations
+             WHERE resource_id = $1 AND status IN ('HELD', 'CONFIRMING', 'CONFIRMED')
+               AND NOT (status = 'HELD' AND expires_at <= $4) AND period && tstzrange($2, $3, '[)')",
+            &[&resource, &from, &to, &now],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let mut cuts: Vec<DateTime<Utc>> = live.iter().flat_map(|&(s, e, _)| [s, e]).chain([from, to]).collect();
+    cuts.sort();
+    cuts.dedup();
+    let mut free: Vec<FreePiece> = Vec::new();
+    for part in cuts.windows(2) {
+        let load: i64 = live.iter().filter(|&&(s, e, _)| s < part[1] && e > part[0]).map(|&(_, _, q)| q).sum();
+        let remaining = i64::from(capacity) - load;
+        match free.last_mut() {
+            Some(last) if last.1 == part[0] && last.2 == remaining => last.1 = part[1],
+            _ => free.push((part[0], part[1], remaining)),
+        }
+    }
+    free.retain(|&(_, _, remaining)| remaining > 0);
+    free
+}
+
 #[tokio::test]
-async fn a_big_events_slots_read_the_timeline_less_the_lapsed_holds_and_keep_the_buffers_kept_from_before() {
+async fn a_big_events_slots_and_free_pieces_read_the_timeline_less_the_lapsed_holds_and_keep_the_buffers_kept_from_before()
+ {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let hall = app.resource_with(short_lived(3, TTL, 8)).await;
@@ -424,6 +480,11 @@ async fn a_big_events_slots_read_the_timeline_less_the_lapsed_holds_and_keep_the
         hourly_slots(&app, hall).await,
         [free(8, 3), free(9, 3), free(10, 1), free(11, 1), free(12, 3), free(13, 3)]
     );
+    let piece = |from: i64, to: i64, n: i64| {
+        let (start, end) = hours(from, to);
+        (start.parse().unwrap(), end.parse().unwrap(), n)
+    };
+    assert_eq!(availability_free(&app, hall).await, [piece(8, 10, 3), piece(10, 12, 1), piece(12, 14, 3)]);
 
     // Cat books the hall whole while it keeps an hour after each booking; the buffer is
     // then cleared, with another rule left in force. Her booking still keeps its hour:
@@ -437,6 +498,7 @@ async fn a_big_events_slots_read_the_timeline_less_the_lapsed_holds_and_keep_the
     assert_eq!(status, StatusCode::OK, "{body}");
     let buffer = (hours(13, 14).0, 0, "buffer".to_string());
     assert_eq!(hourly_slots(&app, hall).await, [free(8, 3), free(9, 3), free(10, 1), free(11, 1), taken(12), buffer]);
+    assert_eq!(availability_free(&app, hall).await, [piece(8, 10, 3), piece(10, 12, 1)]);
 }
 
 /// A timestamp as PostgreSQL prints it in a range.
@@ -449,7 +511,8 @@ async fn db_time(db: &deadpool_postgres::Object, at: &str) -> String {
 /// pool's pick, confirms, extends, moves, releases, waitlist entries served as places
 /// free, with the clock moving through expiries, the sweep running and an admin
 /// changing the capacity. After every step the timeline equals the bookings, no
-/// resource is over its capacity and every booking is whole.
+/// resource is over its capacity, every booking is whole, and the slots and the free
+/// pieces of availability read as the bookings leave them.
 #[tokio::test]
 async fn every_write_path_raced_with_expiry_the_sweep_and_capacity_changes_keeps_the_timeline_exact() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
@@ -554,6 +617,8 @@ async fn every_write_path_raced_with_expiry_the_sweep_and_capacity_changes_keeps
         for r in [big, small] {
             let by_bookings = hourly_slots_by_the_bookings(&app, r, clock.now()).await;
             assert_eq!(hourly_slots(&app, r).await, by_bookings, "step {step} (seed {seed}): slots of {r}");
+            let by_bookings = free_by_the_bookings(&app, r, clock.now()).await;
+            assert_eq!(availability_free(&app, r).await, by_bookings, "step {step} (seed {seed}): free of {r}");
         }
         made.retain(|_| rng.below(10) != 0);
     }
