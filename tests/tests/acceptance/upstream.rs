@@ -317,6 +317,44 @@ async fn concurrent_readers_of_one_seat_cost_about_one_upstream_read_per_cache_p
 }
 
 #[tokio::test]
+async fn availability_pages_list_the_upstreams_claims_and_ours_in_one_calendar_order_each_once() {
+    let upstream = MockUpstream::start().await;
+    let app = app_with(&upstream, None).await;
+    let seat = seat(&app).await;
+    let at = |h: i64| acceptance::day() + Duration::hours(h);
+    // The upstream's own claims at 9, 11 and 13 (the one at 13 reported twice); ours at
+    // 10 and 12.
+    let foreign = vec![(at(9), at(10)), (at(11), at(12)), (at(13), at(14)), (at(13), at(14))];
+    upstream.with(|s| s.foreign.insert("seat-42".into(), foreign));
+    app.hold("alice", seat, 10, 11).await;
+    app.hold("bob", seat, 12, 13).await;
+    let (from, to) = hours(9, 14);
+    let read = |cursor: Option<String>| {
+        let mut query = vec![("from", from.clone()), ("to", to.clone()), ("limit", "1".to_string())];
+        query.extend(cursor.map(|c| ("cursor", c)));
+        send(app.get("reader", &format!("/v1/resources/{seat}/availability")).query(&query))
+    };
+    let mut listed = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (status, page) = read(cursor).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        assert_eq!(page["taken"].as_array().unwrap().len(), 1, "{page}");
+        let t = &page["taken"][0];
+        listed.push((t["start"].as_str().unwrap().to_string(), t["status"].as_str().unwrap().to_string()));
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    let claim = |h: i64, status: &str| (acceptance::rfc3339(at(h)), status.to_string());
+    assert_eq!(
+        listed,
+        [claim(9, "EXTERNAL"), claim(10, "HELD"), claim(11, "EXTERNAL"), claim(12, "HELD"), claim(13, "EXTERNAL")]
+    );
+}
+
+#[tokio::test]
 async fn the_dev_servers_in_process_queue_runs_the_same_worker_to_the_end() {
     let upstream = MockUpstream::start().await;
     let mut app = app_with(&upstream, None).await;
