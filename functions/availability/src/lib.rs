@@ -309,8 +309,6 @@ async fn read_slots(
     Ok(booking::slots(&client, resource, ask, external.as_deref(), who, state.config.limits(), now).await?.slots)
 }
 
-/// `from`, `to`, `duration` (ISO 8601, such as `PT1H` or `PT30M`), `quantity`
-/// (default 1) and `unavailable` (`true` or `false`, the default) of a slots read.
 /// An availability read's query: the window, and `limit` (1 to [`booking::MAX_TAKEN`],
 /// default the most) and `cursor` for the page of `taken`.
 fn availability_query(req: &Request) -> Result<booking::AvailabilityRequest, ApiError> {
@@ -339,6 +337,8 @@ fn availability_query(req: &Request) -> Result<booking::AvailabilityRequest, Api
     }
 }
 
+/// `from`, `to`, `duration` (ISO 8601, such as `PT1H` or `PT30M`), `quantity`
+/// (default 1) and `unavailable` (`true` or `false`, the default) of a slots read.
 fn slots_query(req: &Request) -> Result<(booking::SlotsRequest, Listed), ApiError> {
     let window = window(req);
     let mut errors = match &window {

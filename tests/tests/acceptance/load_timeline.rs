@@ -452,8 +452,7 @@ async fn free_by_the_bookings(app: &TestApp, resource: Uuid, now: DateTime<Utc>)
 }
 
 #[tokio::test]
-async fn a_big_events_slots_and_free_pieces_read_the_timeline_less_the_lapsed_holds_and_keep_the_buffers_kept_from_before()
- {
+async fn a_big_events_slots_and_free_pieces_leave_out_lapsed_holds_and_keep_the_buffers_kept_from_before() {
     let clock = Arc::new(ManualClock::new(Utc::now()));
     let app = TestApp::spawn_with_clock(clock.clone()).await;
     let hall = app.resource_with(short_lived(3, TTL, 8)).await;
