@@ -7,8 +7,7 @@ use crate::db::GenericClient;
 use crate::db::reservations::{self, CalendarPosition};
 use crate::domain::calendar::{Reason, Slot, SlotQuery, Starts, Unavailable};
 use crate::domain::{
-    Authority, Claim, FieldError, FreePiece, Limits, Principal, Reservation, Resource, Status, judge_limits,
-    limits_reach,
+    Authority, FieldError, FreePiece, Limits, Principal, Reservation, Resource, Status, judge_limits, limits_reach,
 };
 use crate::upstream::Block;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
@@ -102,10 +101,11 @@ pub async fn availability(
     now: DateTime<Utc>,
 ) -> Result<Availability, BookingError> {
     let (from, to) = (req.from, req.to);
-    let external = match (resource.authority, external) {
-        (Authority::Upstream, None) => return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 5 }),
-        (_, e) => e.unwrap_or(&[]),
-    };
+    let blocks: Vec<Block> = upstream_claims(c, resource, (from, to), external, now)
+        .await?
+        .into_iter()
+        .filter(|b| b.start < to && b.end > from)
+        .collect();
     let text = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Micros, true);
     let scope = Scope::new("availability")
         .field("resource_id", &resource.id.to_string())
@@ -127,16 +127,6 @@ pub async fn availability(
             ((r.start, r.end, r.id), Taken { start: r.start, end: r.end, quantity: r.quantity, status, expires_at })
         })
         .collect();
-    // The upstream's claims, each once: our own confirmed bookings are in its view too
-    // (an upstream seat is a single unit, so the window holds few of them).
-    let mut blocks: Vec<&Block> = Vec::new();
-    if !external.is_empty() {
-        let ours = reservations::active_in_window(c, resource.id, from, to, now).await?;
-        let ours = |b: &Block| ours.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
-        blocks = external.iter().filter(|b| b.start < to && b.end > from && !ours(b)).collect();
-        blocks.sort_by_key(|b| (b.start, b.end));
-        blocks.dedup_by_key(|b| (b.start, b.end));
-    }
     for b in &blocks {
         let at = (b.start, b.end, Uuid::nil());
         if after.is_none_or(|a| at > a) {
@@ -150,7 +140,7 @@ pub async fn availability(
     // it still reach into it with their buffers), or on a big event the load timeline,
     // as the slots read does; and the upstream's claims.
     let mut claims = super::calendar::claims_around(c, resource, from, to, now).await?.kept;
-    claims.extend(blocks.iter().map(|b| Claim { start: b.start, end: b.end, quantity: 1 }));
+    claims.extend(blocks.iter().map(Block::claim));
     Ok(Availability {
         resource_id: resource.id,
         capacity: resource.capacity,
@@ -161,6 +151,33 @@ pub async fn availability(
         taken: page.items.into_iter().map(|(_, taken)| taken).collect(),
         next_cursor: page.next_cursor,
     })
+}
+
+/// The upstream's claims around `[from, to)` (its view, `external`, read through the
+/// cache) less our own confirmed bookings, which its view holds too, each once, in
+/// calendar order; none on a local resource. Without a view of an upstream resource
+/// the read is refused: no view of the system of record could be had. An upstream seat
+/// is a single unit, so the window holds few bookings to compare.
+async fn upstream_claims(
+    c: &impl GenericClient,
+    resource: &Resource,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    external: Option<&[Block]>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Block>, BookingError> {
+    let external = match (resource.authority, external) {
+        (Authority::Upstream, None) => return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 5 }),
+        (_, e) => e.unwrap_or(&[]),
+    };
+    if external.is_empty() {
+        return Ok(Vec::new());
+    }
+    let near = reservations::active_in_window(c, resource.id, from, to, now).await?;
+    let ours = |b: &Block| near.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
+    let mut blocks: Vec<Block> = external.iter().filter(|b| !ours(b)).cloned().collect();
+    blocks.sort_by_key(|b| (b.start, b.end));
+    blocks.dedup();
+    Ok(blocks)
 }
 
 /// What a slots read asks for.
@@ -198,20 +215,11 @@ pub async fn slots(
     if !errors.is_empty() {
         return Err(BookingError::Validation(errors));
     }
-    let external = match (resource.authority, external) {
-        (Authority::Upstream, None) => return Err(BookingError::UpstreamUnavailable { retry_after_seconds: 5 }),
-        (_, e) => e.unwrap_or(&[]),
-    };
+    let blocks = upstream_claims(c, resource, (req.from, req.to), external, now).await?;
     let super::calendar::Around { mut kept, mut booked } =
         super::calendar::claims_around(c, resource, req.from, req.to, now).await?;
-    if !external.is_empty() {
-        // Our own confirmed bookings are in the upstream's view too: count each once.
-        let near = reservations::active_in_window(c, resource.id, req.from, req.to, now).await?;
-        let ours = |b: &Block| near.iter().any(|r| r.start == b.start && r.end == b.end && r.status != Status::Held);
-        let blocks = external.iter().filter(|b| !ours(b)).map(|b| Claim { start: b.start, end: b.end, quantity: 1 });
-        kept.extend(blocks.clone());
-        booked.extend(blocks);
-    }
+    kept.extend(blocks.iter().map(Block::claim));
+    booked.extend(blocks.iter().map(Block::claim));
     let mut starts = resource.calendar.starts(&SlotQuery {
         from: req.from,
         to: req.to,

@@ -29,6 +29,13 @@ pub struct Block {
     pub end: DateTime<Utc>,
 }
 
+impl Block {
+    /// The claim it makes: one unit of its range.
+    pub fn claim(&self) -> crate::domain::Claim {
+        crate::domain::Claim { start: self.start, end: self.end, quantity: 1 }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UpstreamError {
     /// 409: the seat is taken (someone upstream won).
